@@ -1,0 +1,31 @@
+# Two commands: `make run` (the whole app, embedded services) and `make test`.
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+PYTHON ?= $(shell command -v python3.11 || command -v python3.12 || true)
+
+.PHONY: run test bench lint format clean
+
+$(VENV)/.installed: pyproject.toml
+	@if [ -z "$(PYTHON)" ]; then echo "Inferwatch needs Python 3.11 or 3.12 (python3.11 not found on PATH); install it and retry." >&2; exit 1; fi
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[embedded,test]'
+	@touch $@
+
+run: $(VENV)/.installed
+	$(PY) -m dashboard.devstack run
+
+test: $(VENV)/.installed
+	$(PY) -m dashboard.devstack test
+
+bench: $(VENV)/.installed
+	$(PY) tests/benchmarks/bench_engine.py
+
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: $(VENV)/.installed
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .

@@ -1,0 +1,217 @@
+"""Django settings for Inferwatch.
+
+Everything comes from the environment (see README "Configuration"). INFERWATCH_ENV selects
+the defaults: `production` (the default: DEBUG off, SECRET_KEY required), `development`
+(the one-command embedded run) or `test`.
+"""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+
+from django.core.exceptions import ImproperlyConfigured
+
+from dashboard.env import (
+    env_bool,
+    env_database_url,
+    env_float,
+    env_int,
+    env_list,
+    env_redis_url,
+    env_secret,
+    env_str,
+)
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(env_str("INFERWATCH_VAR_DIR", str(BASE_DIR / "var")))
+
+INFERWATCH_ENV = env_str("INFERWATCH_ENV", "production")
+if INFERWATCH_ENV not in {"production", "development", "test"}:
+    raise ImproperlyConfigured(
+        f"INFERWATCH_ENV={INFERWATCH_ENV!r} must be production, development or test"
+    )
+PRODUCTION = INFERWATCH_ENV == "production"
+TESTING = INFERWATCH_ENV == "test"
+
+DEBUG = env_bool("DEBUG", False)
+if PRODUCTION and DEBUG:
+    raise ImproperlyConfigured("DEBUG=true is not allowed with INFERWATCH_ENV=production")
+
+
+def _secret_key() -> str:
+    key = env_secret("SECRET_KEY")
+    if key:
+        if PRODUCTION and (len(key) < 50 or key.startswith("django-insecure")):
+            raise ImproperlyConfigured("SECRET_KEY must be a random string of 50+ characters")
+        return key
+    if PRODUCTION:
+        raise ImproperlyConfigured(
+            "SECRET_KEY is not set (required with INFERWATCH_ENV=production); "
+            "generate one with: python -c 'import secrets; print(secrets.token_urlsafe(50))'"
+        )
+    # Development and tests: one random key kept under var/ so sessions and encrypted
+    # API keys survive restarts of the embedded run.
+    path = VAR_DIR / "secret_key"
+    if not path.exists():
+        VAR_DIR.mkdir(parents=True, exist_ok=True)
+        path.write_text(secrets.token_urlsafe(50))
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
+SECRET_KEY = _secret_key()
+# Encrypts API keys stored in the database. Separate from SECRET_KEY so that rotating
+# sessions does not make stored provider keys unreadable; defaults to SECRET_KEY.
+FIELD_ENCRYPTION_KEY = env_secret("FIELD_ENCRYPTION_KEY", SECRET_KEY)
+
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", [] if PRODUCTION else ["127.0.0.1", "localhost"])
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "django.contrib.humanize",
+    "django_htmx",
+    "django_celery_beat",
+    "probes",
+    "dashboard",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+    "dashboard.middleware.LoginRequiredMiddleware",
+]
+
+ROOT_URLCONF = "dashboard.urls"
+WSGI_APPLICATION = "dashboard.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {
+    "default": env_database_url("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/inferwatch")
+}
+# Lets several checkouts (or parallel test sessions) share one Postgres server.
+if env_str("DATABASE_TEST_NAME"):
+    DATABASES["default"]["TEST"] = {"NAME": env_str("DATABASE_TEST_NAME")}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "/static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = Path(env_str("STATIC_ROOT", str(BASE_DIR / "staticfiles")))
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        # Compressed + hashed names, cached forever by browsers. Needs collectstatic,
+        # which the production image and `make run` do; tests serve straight from static/.
+        "BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"
+        if not TESTING
+        else "django.contrib.staticfiles.storage.StaticFilesStorage",
+    },
+}
+WHITENOISE_USE_FINDERS = TESTING
+
+LOGIN_URL = "/admin/login/"
+
+# Security: strict in production, behind a TLS-terminating proxy.
+SESSION_COOKIE_HTTPONLY = True
+X_FRAME_OPTIONS = "DENY"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+if PRODUCTION:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", True)
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31536000, minimum=0)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+    SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
+    SECURE_REDIRECT_EXEMPT = [r"^status$", r"^metrics$"]
+
+# Email (alert notifications).
+EMAIL_HOST = env_str("EMAIL_HOST", "")
+EMAIL_PORT = env_int("EMAIL_PORT", 587, minimum=1, maximum=65535)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = env_secret("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", True)
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "inferwatch@localhost")
+EMAIL_BACKEND = (
+    "django.core.mail.backends.smtp.EmailBackend"
+    if EMAIL_HOST
+    else "django.core.mail.backends.console.EmailBackend"
+)
+if TESTING:
+    EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+
+# Celery: JSON only, late acks so a killed worker's probe is redelivered, no results
+# stored in Redis (every probe's result is a ProbeRun row).
+CELERY_BROKER_URL = env_redis_url("CELERY_BROKER_URL", "redis://127.0.0.1:6379/0")
+REDIS_URL = env_redis_url("REDIS_URL", CELERY_BROKER_URL)
+CELERY_TASK_SERIALIZER = "json"
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+CELERY_TIMEZONE = "UTC"
+CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+
+# Probing.
+PROBE_REGION = env_str("PROBE_REGION", "local")
+WORKER_MAX_CONCURRENT_PROBES = env_int("WORKER_MAX_CONCURRENT_PROBES", 4, minimum=1)
+DISPATCH_INTERVAL_S = env_int("DISPATCH_INTERVAL_S", 5, minimum=1)
+MIN_SPEED_TOKENS = env_int("MIN_SPEED_TOKENS", 50, minimum=1)
+RAW_RUN_RETENTION_DAYS = env_int("RAW_RUN_RETENTION_DAYS", 90, minimum=1)
+# Runs faster than this share of the worker's own measured ceiling are flagged.
+CLIENT_BOUND_MARGIN = env_float("CLIENT_BOUND_MARGIN", 0.8, minimum=0.0)
+SIMULATOR_URL = env_str("SIMULATOR_URL", "http://127.0.0.1:8765")
+
+# Pages: public read-only by default; REQUIRE_LOGIN=true for private deployments.
+REQUIRE_LOGIN = env_bool("REQUIRE_LOGIN", False)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    "loggers": {"httpx": {"level": "WARNING"}, "httpcore": {"level": "WARNING"}},
+}

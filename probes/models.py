@@ -1,0 +1,483 @@
+"""The catalog (what we probe) and the raw measurements (ProbeRun).
+
+Metric field names on ProbeRun are exactly those of shared/metrics.md; null means
+unmeasured, never zero.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from datetime import date, datetime
+from decimal import Decimal
+
+from django.core.exceptions import ValidationError
+from django.core.validators import MinValueValidator, URLValidator
+from django.db import models
+from django.utils import timezone
+
+from probes import secrets
+
+API_STYLES = [
+    ("openai-chat", "OpenAI-compatible chat completions"),
+    ("anthropic-messages", "Anthropic messages"),
+]
+
+_ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
+_REGION = re.compile(r"^[a-z0-9][a-z0-9-]{0,39}$")
+
+
+def validate_base_url(value: str) -> None:
+    URLValidator(schemes=["http", "https"])(value)
+    if value.rstrip("/") != value.rstrip("/").strip() or "?" in value or "#" in value:
+        raise ValidationError("The base URL may not contain a query string or fragment.")
+
+
+def validate_env_name(value: str) -> None:
+    if value and not _ENV_NAME.match(value):
+        raise ValidationError(
+            "An environment variable name: capital letters, digits and underscores."
+        )
+
+
+def validate_region(value: str) -> None:
+    if not _REGION.match(value):
+        raise ValidationError("A region is lower-case letters, digits and dashes, e.g. eu-west.")
+
+
+def validate_headers(value) -> None:
+    if not isinstance(value, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    ):
+        raise ValidationError('Extra headers must be a JSON object of strings: {"X-Name": "v"}.')
+
+
+positive = MinValueValidator(Decimal("0"))
+
+
+class Provider(models.Model):
+    name = models.CharField(max_length=100, unique=True)
+    slug = models.SlugField(max_length=100, unique=True)
+    api_style = models.CharField(max_length=32, choices=API_STYLES, default="openai-chat")
+    base_url = models.CharField(
+        max_length=300,
+        validators=[validate_base_url],
+        help_text="Up to the API version, e.g. https://api.groq.com/openai/v1",
+    )
+    api_key_env = models.CharField(
+        "API key environment variable",
+        max_length=100,
+        blank=True,
+        validators=[validate_env_name],
+        help_text="Name of an environment variable holding the key (preferred).",
+    )
+    # Fernet token; never rendered back. Set through set_api_key().
+    api_key_encrypted = models.TextField(blank=True, editable=False)
+    requires_key = models.BooleanField(
+        default=True, help_text="Off for local servers (vLLM, llama.cpp, Ollama) and simulators."
+    )
+    extra_headers = models.JSONField(default=dict, blank=True, validators=[validate_headers])
+    connect_timeout_s = models.FloatField(default=10, validators=[MinValueValidator(0.1)])
+    first_token_timeout_s = models.FloatField(default=60, validators=[MinValueValidator(0.1)])
+    stall_timeout_s = models.FloatField(default=30, validators=[MinValueValidator(0.1)])
+    total_timeout_s = models.FloatField(default=300, validators=[MinValueValidator(1)])
+    max_concurrency = models.PositiveSmallIntegerField(
+        default=2,
+        validators=[MinValueValidator(1)],
+        help_text="Concurrent requests across all workers (rate-limit friendly).",
+    )
+    enabled = models.BooleanField(default=False)
+    simulated = models.BooleanField(
+        default=False, help_text="Served by Inferwatch's own simulator: demo data, not a vendor."
+    )
+    website = models.URLField(blank=True)
+    notes = models.TextField(blank=True)
+    backoff_until = models.DateTimeField(null=True, blank=True, editable=False)
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return f"{self.name} (simulated)" if self.simulated else self.name
+
+    def set_api_key(self, raw: str) -> None:
+        self.api_key_encrypted = secrets.encrypt(raw) if raw else ""
+
+    def api_key(self) -> str | None:
+        """The key to send, from the named environment variable or the encrypted store."""
+        if self.api_key_env and os.environ.get(self.api_key_env):
+            return os.environ[self.api_key_env]
+        if self.api_key_encrypted:
+            return secrets.decrypt(self.api_key_encrypted)
+        return None
+
+    @property
+    def has_key(self) -> bool:
+        return bool(self.api_key())
+
+    @property
+    def key_source(self) -> str:
+        if self.api_key_env and os.environ.get(self.api_key_env):
+            return f"environment ({self.api_key_env})"
+        if self.api_key_encrypted:
+            return "stored, encrypted"
+        return "none"
+
+    @property
+    def probeable(self) -> bool:
+        return self.enabled and (self.has_key or not self.requires_key)
+
+
+class CanonicalModel(models.Model):
+    """A model as the world knows it ("Llama 3.3 70B"), served by several providers."""
+
+    name = models.CharField(max_length=100, unique=True)
+    slug = models.SlugField(max_length=100, unique=True)
+    family = models.CharField(max_length=60, blank=True)
+    parameters_b = models.DecimalField(
+        "parameters (billions)", max_digits=8, decimal_places=1, null=True, blank=True
+    )
+    open_weights = models.BooleanField(default=False)
+    notes = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Endpoint(models.Model):
+    """One provider's deployment of a model, named as the provider names it."""
+
+    provider = models.ForeignKey(Provider, on_delete=models.CASCADE, related_name="endpoints")
+    model_id = models.CharField(max_length=200, help_text="The model name the API expects.")
+    canonical_model = models.ForeignKey(
+        CanonicalModel, on_delete=models.PROTECT, related_name="endpoints"
+    )
+    extra_body = models.JSONField(
+        default=dict, blank=True, help_text="Merged into every request body for this endpoint."
+    )
+    enabled = models.BooleanField(default=True)
+    notes = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["provider__name", "model_id"]
+        constraints = [
+            models.UniqueConstraint(fields=["provider", "model_id"], name="endpoint_unique_model")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.provider} · {self.model_id}"
+
+    def price_at(self, when: datetime | date) -> Price | None:
+        """The list price in force at `when` (prices are history, never overwritten)."""
+        day = when.date() if isinstance(when, datetime) else when
+        return self.prices.filter(effective_from__lte=day).order_by("-effective_from").first()
+
+    @property
+    def current_price(self) -> Price | None:
+        return self.price_at(timezone.now())
+
+
+class Price(models.Model):
+    endpoint = models.ForeignKey(Endpoint, on_delete=models.CASCADE, related_name="prices")
+    effective_from = models.DateField(default=date.today)
+    input_per_m = models.DecimalField(
+        "input $/M tokens", max_digits=10, decimal_places=4, validators=[positive]
+    )
+    cached_input_per_m = models.DecimalField(
+        "cached input $/M tokens",
+        max_digits=10,
+        decimal_places=4,
+        null=True,
+        blank=True,
+        validators=[positive],
+        help_text="Empty when the provider has no cache discount (input price applies).",
+    )
+    output_per_m = models.DecimalField(
+        "output $/M tokens", max_digits=10, decimal_places=4, validators=[positive]
+    )
+    source_url = models.URLField(blank=True)
+
+    class Meta:
+        ordering = ["endpoint", "-effective_from"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["endpoint", "effective_from"], name="price_unique_per_day"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(input_per_m__gte=0) & models.Q(output_per_m__gte=0),
+                name="price_not_negative",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"${self.input_per_m}/${self.output_per_m} from {self.effective_from}"
+
+    @property
+    def blended_per_m(self) -> Decimal:
+        """Artificial Analysis' blend: three input tokens to one output token."""
+        return (3 * self.input_per_m + self.output_per_m) / 4
+
+
+class Workload(models.Model):
+    """A standard prompt. Definitions live in probes/workloads.py and are loaded here."""
+
+    slug = models.SlugField(max_length=60, unique=True)
+    name = models.CharField(max_length=100)
+    description = models.TextField(blank=True)
+    messages = models.JSONField(help_text="Chat messages, OpenAI format.")
+    max_tokens = models.PositiveIntegerField(default=500, validators=[MinValueValidator(1)])
+    temperature = models.FloatField(null=True, blank=True, default=0)
+    approx_input_tokens = models.PositiveIntegerField(null=True, blank=True)
+    requests = models.PositiveSmallIntegerField(
+        default=1,
+        validators=[MinValueValidator(1)],
+        help_text="Requests per run group (kept together under one group id).",
+    )
+    enabled = models.BooleanField(default=True)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class ProbeQuerySet(models.QuerySet):
+    def active(self):
+        return self.filter(enabled=True, endpoint__enabled=True, endpoint__provider__enabled=True)
+
+
+class Probe(models.Model):
+    """Measure one endpoint with one workload from one region, every `interval_s`."""
+
+    endpoint = models.ForeignKey(Endpoint, on_delete=models.CASCADE, related_name="probes")
+    workload = models.ForeignKey(Workload, on_delete=models.PROTECT, related_name="probes")
+    region = models.CharField(max_length=40, default="local", validators=[validate_region])
+    interval_s = models.PositiveIntegerField(
+        "interval (seconds)", default=300, validators=[MinValueValidator(10)]
+    )
+    jitter_s = models.PositiveIntegerField(
+        "jitter (seconds)", default=10, help_text="Random delay spreading starts."
+    )
+    enabled = models.BooleanField(default=True)
+    next_run_at = models.DateTimeField(default=timezone.now, db_index=False)
+    last_dispatched_at = models.DateTimeField(null=True, blank=True, editable=False)
+    created = models.DateTimeField(auto_now_add=True)
+
+    objects = ProbeQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["endpoint", "workload", "region"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["endpoint", "workload", "region"], name="probe_unique_target"
+            )
+        ]
+        indexes = [
+            # The dispatcher's hot query: enabled probes by due time.
+            models.Index(
+                fields=["next_run_at"],
+                name="probe_due_idx",
+                condition=models.Q(enabled=True),
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.endpoint} · {self.workload.slug} · {self.region}"
+
+    def clean(self) -> None:
+        if self.jitter_s is not None and self.interval_s and self.jitter_s >= self.interval_s:
+            raise ValidationError({"jitter_s": "Jitter must be shorter than the interval."})
+
+
+CLAIM_METRICS = [
+    ("output_tps", "Output tokens/s"),
+    ("ttft_ms", "Time to first token (ms)"),
+    ("e2e_ms", "End-to-end time (ms)"),
+]
+
+
+class Claim(models.Model):
+    """A figure a vendor published, shown beside what we measure."""
+
+    endpoint = models.ForeignKey(
+        Endpoint, on_delete=models.CASCADE, null=True, blank=True, related_name="claims"
+    )
+    provider = models.ForeignKey(
+        Provider, on_delete=models.CASCADE, null=True, blank=True, related_name="claims"
+    )
+    canonical_model = models.ForeignKey(
+        CanonicalModel, on_delete=models.CASCADE, null=True, blank=True, related_name="claims"
+    )
+    metric = models.CharField(max_length=20, choices=CLAIM_METRICS)
+    value = models.FloatField(validators=[MinValueValidator(0)])
+    value_high = models.FloatField(
+        null=True, blank=True, help_text="Upper end when the claim is a range (65–95 ms)."
+    )
+    source_title = models.CharField(max_length=200)
+    source_url = models.URLField(blank=True)
+    published_on = models.DateField(null=True, blank=True)
+    notes = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-published_on"]
+
+    def __str__(self) -> str:
+        who = self.endpoint or f"{self.provider} · {self.canonical_model}"
+        return f"{who}: {self.metric} {self.display_value}"
+
+    @property
+    def display_value(self) -> str:
+        if self.value_high:
+            return f"{self.value:,.0f}–{self.value_high:,.0f}"
+        return f"{self.value:,.0f}"
+
+    def clean(self) -> None:
+        if not self.endpoint and not (self.provider and self.canonical_model):
+            raise ValidationError("A claim names an endpoint, or a provider and a model.")
+        if self.value_high is not None and self.value_high < self.value:
+            raise ValidationError({"value_high": "The upper end is below the value."})
+
+    def covers(self, endpoint: Endpoint) -> bool:
+        if self.endpoint_id:
+            return self.endpoint_id == endpoint.pk
+        return (
+            self.provider_id == endpoint.provider_id
+            and self.canonical_model_id == endpoint.canonical_model_id
+        )
+
+
+STATUSES = [
+    ("ok", "ok"),
+    ("auth_error", "auth error (401/403)"),
+    ("not_found", "not found (404)"),
+    ("rate_limited", "rate limited (429)"),
+    ("http_error", "other HTTP 4xx"),
+    ("server_error", "server error (5xx)"),
+    ("timeout_connect", "connect timeout"),
+    ("timeout_first_token", "first-token timeout"),
+    ("timeout_stall", "stalled"),
+    ("timeout_total", "total timeout"),
+    ("stream_error", "error in stream"),
+    ("protocol_error", "protocol error"),
+    ("truncated", "truncated"),
+    ("empty", "empty"),
+    ("network_error", "network error"),
+]
+
+
+class ProbeRun(models.Model):
+    """One request and its measurement, per shared/metrics.md."""
+
+    probe = models.ForeignKey(
+        Probe, on_delete=models.SET_NULL, null=True, blank=True, related_name="runs"
+    )
+    endpoint = models.ForeignKey(Endpoint, on_delete=models.PROTECT, related_name="runs")
+    workload = models.ForeignKey(Workload, on_delete=models.PROTECT, related_name="runs")
+    region = models.CharField(max_length=40)
+    worker = models.CharField(max_length=200, blank=True)
+    # The scheduled slot this run fills; with request_index it makes redelivery idempotent.
+    slot_at = models.DateTimeField(null=True, blank=True)
+    run_group = models.UUIDField(default=uuid.uuid4)
+    request_index = models.PositiveSmallIntegerField(default=0)
+    started_at = models.DateTimeField()
+
+    status = models.CharField(max_length=24, choices=STATUSES)
+    http_status = models.PositiveSmallIntegerField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    retry_after_s = models.FloatField(null=True, blank=True)
+
+    connect_ms = models.FloatField(null=True, blank=True)
+    cold_connection = models.BooleanField(default=False)
+    ttfb_ms = models.FloatField(null=True, blank=True)
+    ttft_ms = models.FloatField(null=True, blank=True)
+    ttfat_ms = models.FloatField(null=True, blank=True)
+    e2e_ms = models.FloatField(null=True, blank=True)
+    output_tokens = models.PositiveIntegerField(null=True, blank=True)
+    token_source = models.CharField(max_length=8, blank=True)
+    output_tokens_o200k = models.PositiveIntegerField(null=True, blank=True)
+    output_tps = models.FloatField(null=True, blank=True)
+    output_tps_o200k = models.FloatField(null=True, blank=True)
+    e2e_tps = models.FloatField(null=True, blank=True)
+    itl_ms_p50 = models.FloatField(null=True, blank=True)
+    itl_ms_p95 = models.FloatField(null=True, blank=True)
+    itl_ms_p99 = models.FloatField(null=True, blank=True)
+    itl_ms_max = models.FloatField(null=True, blank=True)
+    tpot_ms = models.FloatField(null=True, blank=True)
+    output_events = models.PositiveIntegerField(null=True, blank=True)
+    tokens_per_event = models.FloatField(null=True, blank=True)
+    reasoning_tokens = models.PositiveIntegerField(null=True, blank=True)
+    input_tokens = models.PositiveIntegerField(null=True, blank=True)
+    cached_input_tokens = models.PositiveIntegerField(null=True, blank=True)
+    finish_reason = models.CharField(max_length=40, blank=True)
+    short_output = models.BooleanField(default=False)
+    client_bound = models.BooleanField(
+        default=False, help_text="Speed near this worker's own measured ceiling."
+    )
+
+    cost_usd = models.DecimalField(max_digits=14, decimal_places=8, null=True, blank=True)
+    provider_cost_usd = models.DecimalField(max_digits=14, decimal_places=8, null=True, blank=True)
+    price_input_per_m = models.DecimalField(max_digits=10, decimal_places=4, null=True, blank=True)
+    price_cached_input_per_m = models.DecimalField(
+        max_digits=10, decimal_places=4, null=True, blank=True
+    )
+    price_output_per_m = models.DecimalField(max_digits=10, decimal_places=4, null=True, blank=True)
+
+    server_queue_ms = models.FloatField(null=True, blank=True)
+    server_prefill_ms = models.FloatField(null=True, blank=True)
+    server_decode_ms = models.FloatField(null=True, blank=True)
+    server_total_ms = models.FloatField(null=True, blank=True)
+    server_output_tps = models.FloatField(null=True, blank=True)
+
+    usage = models.JSONField(null=True, blank=True)
+    server_timing = models.JSONField(null=True, blank=True)
+    timeline = models.JSONField(null=True, blank=True)
+    methodology_version = models.CharField(max_length=20)
+
+    class Meta:
+        ordering = ["-started_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["probe", "slot_at", "request_index"],
+                name="run_unique_slot",
+                condition=models.Q(slot_at__isnull=False),
+            )
+        ]
+        indexes = [
+            models.Index(
+                fields=["endpoint", "workload", "region", "-started_at"], name="run_series_idx"
+            ),
+            models.Index(fields=["-started_at", "-id"], name="run_recent_idx"),
+            models.Index(fields=["started_at"], name="run_started_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"run {self.pk} {self.status} {self.started_at:%Y-%m-%d %H:%M:%S}"
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+class WorkerCalibration(models.Model):
+    """A worker's own measured ceiling against the local simulator."""
+
+    worker = models.CharField(max_length=200)
+    region = models.CharField(max_length=40)
+    measured_at = models.DateTimeField(default=timezone.now)
+    max_events_per_s = models.FloatField(null=True, blank=True)
+    max_output_tps = models.FloatField(null=True, blank=True)
+    details = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["-measured_at"]
+        indexes = [models.Index(fields=["worker", "-measured_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.worker} @ {self.measured_at:%Y-%m-%d %H:%M}"
