@@ -51,4 +51,5 @@ class RunRollup(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.endpoint} {self.workload.slug} {self.region} {self.granularity} {self.bucket_start}"
+        where = f"{self.endpoint} {self.workload.slug} {self.region}"
+        return f"{where} {self.granularity} {self.bucket_start:%Y-%m-%d %H:%M}"
