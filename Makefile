@@ -2,9 +2,12 @@
 SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
-PYTHON ?= $(shell command -v python3.11 || command -v python3.12 || true)
+# python3.11 or python3.12 by name, else python3 when it is one of those versions.
+PYTHON ?= $(shell command -v python3.11 || command -v python3.12 || \
+	(python3 -c 'import sys; sys.exit(not (3, 11) <= sys.version_info[:2] < (3, 13))' 2>/dev/null \
+	&& command -v python3) || true)
 
-.PHONY: run test bench lint format clean
+.PHONY: run stop test bench lint format
 
 $(VENV)/.installed: pyproject.toml
 	@if [ -z "$(PYTHON)" ]; then echo "Inferwatch needs Python 3.11 or 3.12 (python3.11 not found on PATH); install it and retry." >&2; exit 1; fi
@@ -15,6 +18,10 @@ $(VENV)/.installed: pyproject.toml
 
 run: $(VENV)/.installed
 	$(PY) -m dashboard.devstack run
+
+# Stops what a killed `make run` left behind (Ctrl-C already stops everything).
+stop: $(VENV)/.installed
+	$(PY) -m dashboard.devstack stop
 
 test: $(VENV)/.installed
 	$(PY) -m dashboard.devstack test

@@ -122,3 +122,17 @@ def env_redis_url(name: str, default: str, environ: Mapping[str, str] | None = N
             "redis+socket:///path/to/socket)"
         )
     return url
+
+
+def url_without_password(url: str) -> str:
+    """`url` with its password masked, for messages and pages."""
+    from urllib.parse import urlsplit
+
+    password = urlsplit(url).password
+    return url.replace(f":{password}@", ":***@", 1) if password else url
+
+
+def first_line(exc: BaseException) -> str:
+    """The first non-blank line of an exception's message, for one-line errors."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return lines[0] if lines else exc.__class__.__name__

@@ -81,6 +81,7 @@ INSTALLED_APPS = [
     "django_celery_beat",
     "probes",
     "dashboard",
+    "dashboard.alerts",
 ]
 
 MIDDLEWARE = [
@@ -148,6 +149,8 @@ STORAGES = {
 WHITENOISE_USE_FINDERS = TESTING
 
 LOGIN_URL = "/admin/login/"
+# Django 6 behaviour now: a scheme-less URL typed in a form means https.
+FORMS_URLFIELD_ASSUME_HTTPS = True
 
 # Security: strict in production, behind a TLS-terminating proxy.
 SESSION_COOKIE_HTTPONLY = True
@@ -161,6 +164,9 @@ if PRODUCTION:
     SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31536000, minimum=0)
     SECURE_HSTS_INCLUDE_SUBDOMAINS = True
     SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
+    # Preloading is a commitment for the whole domain, so it stays opt-in and its
+    # `check --deploy` reminder is silenced until an operator opts in.
+    SILENCED_SYSTEM_CHECKS = [] if SECURE_HSTS_PRELOAD else ["security.W021"]
     SECURE_REDIRECT_EXEMPT = [r"^status$", r"^metrics$"]
 
 # Email (alert notifications).

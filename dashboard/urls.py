@@ -7,5 +7,6 @@ admin.site.site_title = "Inferwatch admin"
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("", include("dashboard.status.urls")),
+    path("", include("dashboard.alerts.urls")),
     path("", include("dashboard.web.urls")),
 ]

@@ -1,2 +1,8 @@
+from django.urls import path
 
-urlpatterns: list = []
+from dashboard.status import views
+
+urlpatterns = [
+    path("status", views.status, name="status"),
+    path("status.json", views.status, {"as_json": True}, name="status-json"),
+]

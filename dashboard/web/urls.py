@@ -1,2 +1,23 @@
+from django.urls import path
 
-urlpatterns: list = []
+from dashboard.web import api, openapi, prometheus, views
+
+urlpatterns = [
+    path("", views.leaderboard, name="leaderboard"),
+    path("models/<slug:slug>/", views.model_page, name="model"),
+    path("providers/<slug:slug>/", views.provider_page, name="provider"),
+    path("endpoints/<int:pk>/", views.endpoint_page, name="endpoint"),
+    path("runs/<int:pk>/", views.run_page, name="run"),
+    path("methodology/", views.methodology, name="methodology"),
+    path("metrics", prometheus.metrics, name="metrics"),
+    path("api/v1/", api.index, name="api-index"),
+    path("api/v1/openapi.json", openapi.openapi, name="api-openapi"),
+    path("api/v1/leaderboard", api.leaderboard, name="api-leaderboard"),
+    path("api/v1/leaderboard.csv", api.leaderboard, {"csv_suffix": True}),
+    path("api/v1/series", api.series, name="api-series"),
+    path("api/v1/series.csv", api.series, {"csv_suffix": True}),
+    path("api/v1/runs", api.runs, name="api-runs"),
+    path("api/v1/runs.csv", api.runs, {"csv_suffix": True}),
+    path("api/v1/catalog", api.catalog, name="api-catalog"),
+    path("api/v1/catalog.csv", api.catalog, {"csv_suffix": True}),
+]

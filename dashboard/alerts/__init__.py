@@ -1,0 +1,1 @@
+"""Latency-regression alerts: rules, their evaluation, and notification channels."""

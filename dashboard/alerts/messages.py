@@ -1,0 +1,88 @@
+"""The words and the JSON of a notice, written once for every transport."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from django.urls import reverse
+
+from dashboard.alerts.transports import Message
+
+if TYPE_CHECKING:
+    from dashboard.alerts.models import AlertEvent, Channel
+
+_UNITS = {"ttft_ms": "ms", "ttfat_ms": "ms", "e2e_ms": "ms", "output_tps": "tok/s"}
+
+
+def format_value(metric: str, value: float | None) -> str:
+    """A metric value as people read it: 412 ms, 1,830 tok/s, 97.5 %."""
+    if value is None:
+        return "—"
+    if metric == "success_rate":
+        return f"{value * 100:.1f} %"
+    unit = _UNITS.get(metric, "")
+    digits = 0 if abs(value) >= 100 else 1
+    return f"{value:,.{digits}f} {unit}".strip()
+
+
+def event_payload(event: AlertEvent, transition: str) -> dict[str, Any]:
+    endpoint = event.endpoint
+    return {
+        "state": transition,
+        "event_id": event.pk,
+        "rule": {"id": event.rule_id, "name": event.rule_name, "condition": event.condition_label},
+        "metric": event.metric,
+        "endpoint": {
+            "id": endpoint.pk,
+            "provider": endpoint.provider.name,
+            "model_id": endpoint.model_id,
+            "canonical_model": endpoint.canonical_model.name,
+            "simulated": endpoint.provider.simulated,
+        },
+        "workload": event.workload.slug,
+        "region": event.region,
+        "started_at": event.started_at.isoformat(),
+        "resolved_at": event.resolved_at.isoformat() if event.resolved_at else None,
+        "recent_value": event.recent_value,
+        "recent_samples": event.recent_samples,
+        "baseline_value": event.baseline_value,
+        "baseline_samples": event.baseline_samples,
+        "limit_value": event.limit_value,
+        "resolved_value": event.resolved_value,
+        "path": reverse("alerts:index"),
+    }
+
+
+def event_message(event: AlertEvent, transition: str) -> Message:
+    metric = event.metric
+    series = f"{event.endpoint} · {event.workload.slug} · {event.region}"
+    if transition == "firing":
+        subject = f"[Inferwatch] FIRING: {event.rule_name} — {series}"
+        lines = [
+            f"{event.metric_label} is {format_value(metric, event.recent_value)} "
+            f"(median of {event.recent_samples} runs), "
+            f"past {format_value(metric, event.limit_value)}.",
+        ]
+        if event.baseline_value is not None:
+            lines.append(
+                f"Baseline: {format_value(metric, event.baseline_value)} "
+                f"over {event.baseline_samples} runs."
+            )
+    else:
+        subject = f"[Inferwatch] RESOLVED: {event.rule_name} — {series}"
+        lines = [
+            f"{event.metric_label} is back to {format_value(metric, event.resolved_value)} "
+            f"({event.resolution or 'recovered'}).",
+            f"It fired at {event.started_at:%Y-%m-%d %H:%M} UTC with "
+            f"{format_value(metric, event.recent_value)}.",
+        ]
+    lines += [f"Rule: {event.condition_label}.", f"Alerts: {reverse('alerts:index')}"]
+    return Message(subject=subject, text="\n".join(lines), payload=event_payload(event, transition))
+
+
+def test_message(channel: Channel) -> Message:
+    return Message(
+        subject="[Inferwatch] Test notification",
+        text=f"This is a test notification for the channel “{channel.name}”. It works.",
+        payload={"state": "test", "channel": channel.name},
+    )

@@ -1,0 +1,59 @@
+"""What every notification transport looks like."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+
+class TransportError(Exception):
+    """Delivery failed. `permanent` means retrying cannot help (the channel is gone or
+    misconfigured) and the channel gets disabled; otherwise the delivery is retried."""
+
+    def __init__(self, message: str, *, permanent: bool = False) -> None:
+        super().__init__(message)
+        self.message = message
+        self.permanent = permanent
+
+
+@dataclass(frozen=True)
+class Message:
+    """One notice, rendered once and handed to any transport."""
+
+    subject: str
+    text: str
+    payload: dict[str, Any] = field(default_factory=dict)
+
+
+class Transport:
+    """A notification channel kind. Subclasses set `kind` and `label` and implement
+    `clean_config` and `send`; `secret_values` and `masked_config` keep secrets out of
+    pages and logs."""
+
+    kind: ClassVar[str]
+    label: ClassVar[str]
+    # Shown in the admin as the shape of the configuration.
+    example_config: ClassVar[dict[str, Any]] = {}
+
+    @classmethod
+    def clean_config(cls, config: Any) -> dict[str, Any]:
+        """The configuration normalised, or django ValidationError with what is wrong."""
+        raise NotImplementedError
+
+    @classmethod
+    def secret_values(cls, config: dict[str, Any]) -> list[str]:
+        """Strings from the configuration that must never be displayed or logged."""
+        return []
+
+    @classmethod
+    def masked_config(cls, config: dict[str, Any]) -> dict[str, Any]:
+        return dict(config)
+
+    @classmethod
+    def describe(cls, config: dict[str, Any]) -> str:
+        """A short, safe description of where notices go."""
+        return ""
+
+    def send(self, config: dict[str, Any], message: Message) -> None:
+        """Deliver the message or raise TransportError."""
+        raise NotImplementedError

@@ -1,0 +1,9 @@
+from django.urls import path
+
+from dashboard.alerts import views
+
+app_name = "alerts"
+
+urlpatterns = [
+    path("alerts/", views.index, name="index"),
+]

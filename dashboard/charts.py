@@ -1,0 +1,353 @@
+"""Plotly figures, built in Python, handed to the page as JSON (static/js/charts.js draws).
+
+Each function takes read-side data (dashboard/queries.py) and returns a plotly figure as
+a plain dict ({"data": [...], "layout": {...}}) ready for `json_script`. Plain dicts, not
+plotly.graph_objects: validating every property on every page view cost more than the
+rest of the leaderboard; tests validate each figure through graph_objects instead.
+Sparklines are tiny inline SVGs: dozens per table, no JS.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from dashboard.queries import EndpointHistory, Point, Row
+from dashboard.web.definitions import METRICS
+
+ANSWER = "#2563eb"
+REASONING = "#d97706"
+SIMULATED = "#9ca3af"
+PALETTE = [
+    "#2563eb",
+    "#dc2626",
+    "#059669",
+    "#d97706",
+    "#7c3aed",
+    "#0891b2",
+    "#db2777",
+    "#65a30d",
+    "#4b5563",
+    "#ea580c",
+]
+_LAYOUT = {
+    "margin": {"l": 56, "r": 16, "t": 36, "b": 44},
+    "height": 340,
+    "font": {"family": "system-ui, sans-serif", "size": 12},
+    "paper_bgcolor": "rgba(0,0,0,0)",
+    "plot_bgcolor": "rgba(0,0,0,0)",
+    "legend": {"orientation": "h", "y": -0.2},
+    "hovermode": "closest",
+}
+
+
+def _figure(title: str, **layout) -> dict:
+    return {"data": [], "layout": {**_LAYOUT, "title": {"text": title, "x": 0}, **layout}}
+
+
+def _grid(**axis) -> dict:
+    return {"gridcolor": "#e5e7eb", **axis}
+
+
+def _axis(metric: str) -> dict:
+    m = METRICS[metric]
+    return {"title": {"text": f"{m.label} ({m.unit})"}, "gridcolor": "#e5e7eb", "zeroline": False}
+
+
+def _label(row: Row) -> str:
+    e = row.endpoint
+    suffix = " (simulated)" if e.provider.simulated else ""
+    return f"{e.provider.name}{suffix} · {e.canonical_model.name}"
+
+
+def _endpoint_name(h: EndpointHistory) -> str:
+    suffix = " (simulated)" if h.endpoint.provider.simulated else ""
+    return f"{h.endpoint.provider.name}{suffix} · {h.endpoint.model_id}"
+
+
+def _short_labels(rows: Sequence[Row]) -> list[str]:
+    """Provider names, plus the model when several models share the chart."""
+    several_models = len({r.endpoint.canonical_model_id for r in rows}) > 1
+    return [
+        f"{r.provider.name} · {r.endpoint.canonical_model.name}"
+        if several_models
+        else r.provider.name
+        for r in rows
+    ]
+
+
+def _scatter(rows: Sequence[Row], x: str, y: str, title: str) -> dict:
+    points = [
+        r for r in rows if getattr(r, x) is not None and getattr(r, y) is not None and r.samples
+    ]
+    fig = _figure(title, showlegend=False, xaxis=_axis(x), yaxis=_axis(y))
+    fig["data"].append(
+        dict(
+            type="scatter",
+            x=[float(getattr(r, x)) for r in points],
+            y=[float(getattr(r, y)) for r in points],
+            text=_short_labels(points),
+            customdata=[_label(r) for r in points],
+            mode="markers+text",
+            textposition="top center",
+            cliponaxis=False,
+            marker={
+                "size": 11,
+                "color": [SIMULATED if r.provider.simulated else ANSWER for r in points],
+                "symbol": ["circle-open" if r.provider.simulated else "circle" for r in points],
+                "line": {"width": 2},
+            },
+            hovertemplate="%{customdata}<br>%{x:,.2f} · %{y:,.0f}<extra></extra>",
+            name="endpoints",
+        )
+    )
+    return fig
+
+
+def speed_vs_price(rows: Sequence[Row]) -> dict:
+    """Output speed (median) against blended price: up and left is better."""
+    return _scatter(rows, "blended_price", "output_tps", "Output speed vs blended price")
+
+
+def ttft_vs_speed(rows: Sequence[Row]) -> dict:
+    """Time to first token against output speed: down and right is better."""
+    return _scatter(rows, "output_tps", "ttft_ms", "TTFT vs output speed")
+
+
+def history(histories: Sequence[EndpointHistory], metric: str) -> dict:
+    """Median line per endpoint with its p25–p75 band."""
+    fig = _figure(
+        f"{METRICS[metric].label}, median and p25–p75", xaxis=_grid(), yaxis=_axis(metric)
+    )
+    for i, h in enumerate(histories):
+        points = h.series.get(metric, [])
+        if not points:
+            continue
+        color = PALETTE[i % len(PALETTE)]
+        name = _endpoint_name(h)
+        xs = [p.t for p in points]
+        group = f"e{h.endpoint.pk}"
+        fig["data"].append(
+            dict(
+                type="scatter",
+                x=xs,
+                y=[p.p25 for p in points],
+                mode="lines",
+                line={"width": 0, "color": color},
+                hoverinfo="skip",
+                showlegend=False,
+                legendgroup=group,
+                name=f"{name} p25",
+            )
+        )
+        fig["data"].append(
+            dict(
+                type="scatter",
+                x=xs,
+                y=[p.p75 for p in points],
+                mode="lines",
+                line={"width": 0, "color": color},
+                fill="tonexty",
+                fillcolor=_translucent(color),
+                hoverinfo="skip",
+                showlegend=False,
+                legendgroup=group,
+                name=f"{name} p75",
+            )
+        )
+        fig["data"].append(
+            dict(
+                type="scatter",
+                x=xs,
+                y=[p.p50 for p in points],
+                customdata=[[p.p25, p.p75, p.samples] for p in points],
+                mode="lines+markers",
+                marker={"size": 4},
+                line={"color": color, "width": 2},
+                name=name,
+                legendgroup=group,
+                hovertemplate=(
+                    "%{x}<br>median %{y:,.1f} (p25 %{customdata[0]:,.1f}, "
+                    "p75 %{customdata[1]:,.1f}) · %{customdata[2]} runs<extra>" + name + "</extra>"
+                ),
+            )
+        )
+    return fig
+
+
+def availability(histories: Sequence[EndpointHistory]) -> dict:
+    """Success rate per time bucket, one line per endpoint."""
+    fig = _figure(
+        "Availability (success rate)",
+        xaxis=_grid(),
+        yaxis=_grid(tickformat=".0%", range=[0, 1.05]),
+    )
+    for i, h in enumerate(histories):
+        if not h.availability:
+            continue
+        fig["data"].append(
+            dict(
+                type="scatter",
+                x=[t for t, _, _ in h.availability],
+                y=[rate for _, rate, _ in h.availability],
+                customdata=[n for _, _, n in h.availability],
+                mode="lines+markers",
+                marker={"size": 4},
+                line={"color": PALETTE[i % len(PALETTE)], "shape": "hv"},
+                name=_endpoint_name(h),
+                hovertemplate="%{x}<br>%{y:.1%} of %{customdata} runs<extra></extra>",
+            )
+        )
+    return fig
+
+
+# ----------------------------------------------------------------- run timeline
+
+
+@dataclass(frozen=True)
+class TimelineEvent:
+    t_ms: float
+    channel: str  # a answer, r reasoning, t tool call, o other (not output), d done
+    tokens: int
+
+
+def timeline_events(timeline: dict | None) -> list[TimelineEvent]:
+    """Events of a stored timeline; tolerant of missing or ragged arrays (old runs)."""
+    if not timeline:
+        return []
+    times = timeline.get("t_us") or []
+    channels = timeline.get("ch") or ""
+    tokens = timeline.get("tok") or []
+    return [
+        TimelineEvent(
+            t_ms=t / 1000,
+            channel=channels[i] if i < len(channels) else "o",
+            tokens=int(tokens[i]) if i < len(tokens) and tokens[i] is not None else 0,
+        )
+        for i, t in enumerate(times)
+    ]
+
+
+def output_events(events: Sequence[TimelineEvent]) -> list[TimelineEvent]:
+    return [e for e in events if e.channel in "art"]
+
+
+def token_timeline(timeline: dict | None) -> dict:
+    """Cumulative output tokens over time since request start, reasoning and answer apart."""
+    events = output_events(timeline_events(timeline))
+    fig = _figure(
+        "Token arrival timeline",
+        hovermode="x unified",
+        xaxis=_grid(title={"text": "ms since request start"}, rangemode="tozero"),
+        yaxis=_grid(title={"text": "cumulative output tokens"}, rangemode="tozero"),
+    )
+    total = 0
+    series: dict[str, tuple[list[float], list[int]]] = {"r": ([], []), "a": ([], [])}
+    for e in events:
+        total += e.tokens
+        xs, ys = series["r" if e.channel == "r" else "a"]
+        xs.append(e.t_ms)
+        ys.append(total)
+    for channel, name, color in (("r", "reasoning", REASONING), ("a", "answer", ANSWER)):
+        xs, ys = series[channel]
+        if xs:
+            fig["data"].append(
+                dict(
+                    type="scatter",
+                    x=xs,
+                    y=ys,
+                    mode="lines+markers",
+                    marker={"size": 3, "color": color},
+                    line={"color": color, "width": 2, "shape": "hv"},
+                    name=name,
+                    hovertemplate="%{x:,.1f} ms · %{y} tokens<extra>" + name + "</extra>",
+                )
+            )
+    if events:
+        first = events[0].t_ms
+        fig["layout"]["shapes"] = [
+            {
+                "type": "line",
+                "x0": first,
+                "x1": first,
+                "xref": "x",
+                "y0": 0,
+                "y1": 1,
+                "yref": "paper",
+                "line": {"dash": "dot", "color": "#6b7280", "width": 1},
+            }
+        ]
+        fig["layout"]["annotations"] = [
+            {
+                "x": first,
+                "xref": "x",
+                "y": 1,
+                "yref": "paper",
+                "text": f"first token {first:,.0f} ms",
+                "showarrow": False,
+                "xanchor": "right",
+                "yanchor": "top",
+            }
+        ]
+    return fig
+
+
+def event_gaps_ms(timeline: dict | None) -> list[float]:
+    events = output_events(timeline_events(timeline))
+    return [b.t_ms - a.t_ms for a, b in zip(events, events[1:], strict=False)]
+
+
+def gap_histogram(timeline: dict | None) -> dict:
+    """How long the client waited between consecutive output events."""
+    gaps = event_gaps_ms(timeline)
+    fig = _figure(
+        "Gaps between output events",
+        bargap=0.05,
+        showlegend=False,
+        xaxis=_grid(title={"text": "gap (ms)"}),
+        yaxis=_grid(title={"text": "events"}),
+    )
+    fig["data"].append(
+        {"type": "histogram", "x": gaps, "marker": {"color": ANSWER}, "name": "gaps", "nbinsx": 40}
+    )
+    return fig
+
+
+# ----------------------------------------------------------------- sparklines
+
+
+@dataclass(frozen=True)
+class Sparkline:
+    points: str  # SVG polyline points
+    width: int
+    height: int
+    last: float | None
+
+    def __bool__(self) -> bool:
+        return bool(self.points)
+
+
+def sparkline(points: Sequence[Point], width: int = 90, height: int = 26) -> Sparkline:
+    """An SVG polyline of median output speed over the window, scaled to its own range."""
+    known = [(p.t, p.value) for p in points if p.value is not None]
+    if len(known) < 2:
+        return Sparkline("", width, height, known[-1][1] if known else None)
+    t0, t1 = known[0][0], known[-1][0]
+    span = (t1 - t0).total_seconds() or 1
+    lo = min(v for _, v in known)
+    hi = max(v for _, v in known)
+    rng = (hi - lo) or 1
+    pad = 2
+
+    def xy(t: datetime, v: float) -> str:
+        x = pad + (t - t0).total_seconds() / span * (width - 2 * pad)
+        y = height - pad - (v - lo) / rng * (height - 2 * pad)
+        return f"{x:.1f},{y:.1f}"
+
+    return Sparkline(" ".join(xy(t, v) for t, v in known), width, height, known[-1][1])
+
+
+def _translucent(hex_color: str, alpha: float = 0.18) -> str:
+    r, g, b = (int(hex_color[i : i + 2], 16) for i in (1, 3, 5))
+    return f"rgba({r},{g},{b},{alpha})"

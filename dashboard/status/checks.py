@@ -1,0 +1,156 @@
+"""Health checks behind /status: each returns a Check and never raises, so the page can
+always say what is down instead of failing itself."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+
+import redis
+from django.conf import settings
+from django.db import DatabaseError, connection
+from django.utils import timezone
+
+from dashboard import heartbeat
+from dashboard.env import first_line, url_without_password
+
+OK, WARN, FAIL = "ok", "warn", "fail"
+_SEVERITY = {OK: 0, WARN: 1, FAIL: 2}
+
+# A queue longer than this means workers are not keeping up with the dispatcher.
+QUEUE_WARN_DEPTH = 100
+# kombu's Redis transport keeps messages of priority N>0 in "<queue>\x06\x16N" lists.
+_PRIORITY_SUFFIXES = ["", "\x06\x163", "\x06\x166", "\x06\x169"]
+
+
+@dataclass
+class Check:
+    name: str
+    state: str
+    message: str
+    details: list[dict] = field(default_factory=list)
+
+
+def overall(checks: list[Check]) -> str:
+    return max((c.state for c in checks), key=_SEVERITY.__getitem__, default=OK)
+
+
+def as_dict(checks: list[Check]) -> dict:
+    return {
+        "status": overall(checks),
+        "checked_at": timezone.now().isoformat(),
+        "checks": [asdict(c) for c in checks],
+    }
+
+
+def check_database() -> Check:
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+    except DatabaseError as exc:
+        # A broken connection must not poison the next request on this thread.
+        connection.close()
+        return Check("database", FAIL, f"Postgres does not answer: {first_line(exc)}")
+    return Check("database", OK, f"Postgres answers ({connection.settings_dict['NAME']}).")
+
+
+def check_redis(client: redis.Redis) -> Check:
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        where = url_without_password(settings.REDIS_URL)
+        return Check("redis", FAIL, f"Redis at {where} does not answer: {first_line(exc)}")
+    return Check("redis", OK, "Redis answers.")
+
+
+def _age_s(when: datetime, now: datetime) -> float:
+    return max(0.0, (now - when).total_seconds())
+
+
+def check_workers(client: redis.Redis, now: datetime) -> Check:
+    try:
+        beats = heartbeat.read_heartbeats("worker", client)
+    except redis.RedisError:
+        return Check("workers", FAIL, "Unknown: Redis is unreachable.")
+    stale_after = 3 * heartbeat.WORKER_INTERVAL_S
+    details = [
+        {"worker": name, "last_seen": when.isoformat(), "age_s": round(_age_s(when, now), 1)}
+        for name, when in beats.items()
+    ]
+    alive = [d for d in details if d["age_s"] <= stale_after]
+    if not details:
+        return Check(
+            "workers",
+            FAIL,
+            "No worker has reported: start one with `celery -A dashboard worker`.",
+        )
+    if not alive:
+        return Check("workers", FAIL, f"No worker heartbeat in the last {stale_after} s.", details)
+    state = OK if len(alive) == len(details) else WARN
+    return Check("workers", state, f"{len(alive)} of {len(details)} worker(s) alive.", details)
+
+
+def check_beat(client: redis.Redis, now: datetime) -> Check:
+    try:
+        ticks = heartbeat.read_heartbeats("beat", client)
+    except redis.RedisError:
+        return Check("beat", FAIL, "Unknown: Redis is unreachable.")
+    if not ticks:
+        return Check("beat", FAIL, "Beat has not ticked yet: start `celery -A dashboard beat`.")
+    last = max(ticks.values())
+    age = _age_s(last, now)
+    expected = settings.DISPATCH_INTERVAL_S
+    details = [{"last_tick": last.isoformat(), "age_s": round(age, 1)}]
+    if age <= 3 * expected + 5:
+        return Check("beat", OK, f"Last tick {age:.0f} s ago.", details)
+    if age <= 20 * expected + 60:
+        return Check(
+            "beat", WARN, f"Last tick {age:.0f} s ago (expected every {expected} s).", details
+        )
+    return Check("beat", FAIL, f"Beat stopped: last tick {age:.0f} s ago.", details)
+
+
+def _queue_names(client: redis.Redis) -> set[str]:
+    """Queues kombu has bound on this broker (found from its binding sets)."""
+    names = {"celery"}
+    for key in client.scan_iter(match="_kombu.binding.*", count=500):
+        for member in client.smembers(key):
+            names.add(member.split("\x06\x16")[-1])
+    # Celery's own broadcast (pidbox) and event queues are not work queues.
+    return {n for n in names if n and not n.endswith(".pidbox") and not n.startswith("celeryev.")}
+
+
+def check_queues(client: redis.Redis) -> Check:
+    try:
+        details = []
+        for queue in sorted(_queue_names(client)):
+            depth = sum(client.llen(queue + suffix) for suffix in _PRIORITY_SUFFIXES)
+            details.append({"queue": queue, "depth": depth})
+    except redis.RedisError:
+        return Check("queues", FAIL, "Unknown: Redis is unreachable.")
+    deep = [d["queue"] for d in details if d["depth"] > QUEUE_WARN_DEPTH]
+    if deep:
+        return Check(
+            "queues",
+            WARN,
+            f"Backlog over {QUEUE_WARN_DEPTH} in {', '.join(deep)}: workers are not keeping up.",
+            details,
+        )
+    total = sum(d["depth"] for d in details)
+    return Check("queues", OK, f"{total} message(s) waiting in {len(details)} queue(s).", details)
+
+
+def run_checks() -> list[Check]:
+    now = timezone.now()
+    client = heartbeat.redis_client(timeout_s=1.0)
+    checks = [check_database(), check_redis(client)]
+    if checks[1].state == FAIL:
+        # One clear line for Redis instead of three timeouts.
+        checks += [
+            Check(name, FAIL, "Unknown: Redis is unreachable.")
+            for name in ("workers", "beat", "queues")
+        ]
+    else:
+        checks += [check_workers(client, now), check_beat(client, now), check_queues(client)]
+    client.close()
+    return checks

@@ -1,0 +1,29 @@
+"""/status: is every part of Inferwatch running? HTML for people, JSON for monitors."""
+
+from __future__ import annotations
+
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
+from django.template.loader import select_template
+from django.views.decorators.cache import never_cache
+
+from dashboard.status.checks import FAIL, as_dict, run_checks
+
+
+@never_cache
+def status(request: HttpRequest, as_json: bool = False) -> HttpResponse:
+    report = as_dict(run_checks())
+    # 503 lets load balancers and uptime monitors see a failure without parsing the body.
+    code = 503 if report["status"] == FAIL else 200
+    if as_json or request.GET.get("format") == "json":
+        response = JsonResponse(report, status=code)
+    else:
+        # The site's layout when the pages app provides one; a standalone page otherwise.
+        base = select_template(["base.html", "status/standalone.html"])
+        response = render(
+            request, "status/status.html", {"report": report, "base": base}, status=code
+        )
+    # A dependency being down is what this page reports, not an error of the page: skip
+    # Django's ERROR log line (and mail to ADMINS) on every poll of an uptime monitor.
+    response._has_been_logged = True
+    return response

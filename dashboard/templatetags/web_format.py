@@ -1,0 +1,92 @@
+"""Number formatting for the pages: units, thousands separators, "—" for unmeasured."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+
+from django import template
+from django.http import QueryDict
+
+register = template.Library()
+
+DASH = "—"
+
+
+@register.filter
+def num(value, digits: int = 0) -> str:
+    """1,870 · 12.5 · — for None (unmeasured is never shown as 0)."""
+    if value is None or value == "":
+        return DASH
+    return f"{float(value):,.{int(digits)}f}"
+
+
+@register.filter
+def ms(value) -> str:
+    if value is None:
+        return DASH
+    value = float(value)
+    if value >= 10_000:
+        return f"{value / 1000:,.1f} s"
+    return f"{value:,.0f} ms" if value >= 10 else f"{value:,.1f} ms"
+
+
+@register.filter
+def tps(value) -> str:
+    return DASH if value is None else f"{float(value):,.0f} tok/s"
+
+
+@register.filter
+def pct(value, digits: int = 1) -> str:
+    if value is None:
+        return DASH
+    return f"{float(value) * 100:.{int(digits)}f} %"
+
+
+@register.filter
+def usd(value, digits: int = 2) -> str:
+    if value is None:
+        return DASH
+    return f"${float(value):,.{int(digits)}f}"
+
+
+@register.filter
+def get(mapping, key):
+    return mapping.get(key) if mapping else None
+
+
+@register.simple_tag
+def query(params: dict, **changes) -> str:
+    """A query string from `params` with some values changed: links that keep the state."""
+    q = QueryDict(mutable=True)
+    for key, value in {**params, **changes}.items():
+        if value not in (None, ""):
+            q[key] = value
+    return "?" + q.urlencode()
+
+
+@register.filter
+def p(agg, spec: str):
+    """A percentile of an aggregate: {{ row.agg|p:"ttft_ms,75" }}."""
+    metric, q = spec.split(",")
+    return agg.percentile(metric, float(q)) if agg else None
+
+
+@register.filter
+def pretty_json(value) -> str:
+    return json.dumps(value, indent=2, sort_keys=True, default=str)
+
+
+@register.filter
+def field_value(value) -> str:
+    """A run field as the run page shows it: floats to 0.1, counts with separators."""
+    if value is None or value == "":
+        return DASH
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float | Decimal):
+        value = float(value)
+        return f"{value:,.1f}" if abs(value) >= 1 else f"{value:.3g}"
+    return str(value)

@@ -1,0 +1,395 @@
+"""JSON and CSV under /api/v1/: the same data as the pages, for scripts.
+
+Field names are those of shared/metrics.md, percentiles as suffixes (`output_tps_p50`).
+Unknown parameters or values answer 400 with a message. Nothing here reads a secret:
+providers are described by name, slug and flags, never base URLs, headers or keys.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import io
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.urls import reverse
+from django.utils.dateparse import parse_datetime
+from django.utils.timezone import is_naive, make_aware
+from django.views.decorators.http import require_safe
+
+from dashboard import queries
+from dashboard.models import ROLLUP_METRICS
+from dashboard.web.definitions import PERCENTILES, RUN_FIELDS
+from probes.models import CanonicalModel, Endpoint, ProbeRun, Provider, Workload
+
+MAX_LIMIT = 500
+DEFAULT_LIMIT = 50
+SERIES_METRICS = (*ROLLUP_METRICS, "success_rate")
+
+LEADERBOARD_COLUMNS = [
+    "endpoint_id",
+    "provider",
+    "provider_name",
+    "simulated",
+    "model",
+    "model_name",
+    "model_id",
+    *(f"{m}_p{q}" for m in ROLLUP_METRICS for q in PERCENTILES),
+    "blended_price_per_m",
+    "success_rate",
+    "samples",
+    "ok_samples",
+    "last_run_at",
+    *(f"claimed_{m}{s}" for m in ("e2e_ms", "output_tps", "ttft_ms") for s in ("", "_high")),
+]
+RUN_COLUMNS = [
+    "id",
+    "started_at",
+    "endpoint_id",
+    "provider",
+    "model",
+    "model_id",
+    "workload",
+    "region",
+    "status",
+    "http_status",
+    "error",
+    "retry_after_s",
+    "cold_connection",
+    "short_output",
+    "client_bound",
+    *RUN_FIELDS,
+    "methodology_version",
+]
+
+
+class BadRequest(ValueError):
+    pass
+
+
+def _error(message: str) -> JsonResponse:
+    return JsonResponse({"error": message}, status=400)
+
+
+def _check_params(params: Mapping[str, str], allowed: Iterable[str]) -> None:
+    allowed = set(allowed) | {"format"}
+    unknown = sorted(set(params) - allowed)
+    if unknown:
+        raise BadRequest(
+            f"Unknown parameter {', '.join(unknown)}. Accepted: {', '.join(sorted(allowed))}."
+        )
+    fmt = params.get("format", "json")
+    if fmt not in ("json", "csv"):
+        raise BadRequest(f"Unknown format {fmt!r}. Use json or csv.")
+
+
+def _wants_csv(request: HttpRequest, csv_suffix: bool) -> bool:
+    return csv_suffix or request.GET.get("format") == "csv"
+
+
+def _csv(name: str, columns: list[str], rows: Iterable[Mapping]) -> HttpResponse:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=columns, extrasaction="ignore")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: "" if row.get(k) is None else row.get(k) for k in columns})
+    response = HttpResponse(buffer.getvalue(), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{name}.csv"'
+    return response
+
+
+def _guard(view):
+    """Turn bad input into a 400 with its message, for every API view."""
+
+    def wrapped(request: HttpRequest, *args, **kwargs):
+        try:
+            return view(request, *args, **kwargs)
+        except (BadRequest, queries.BadFilter) as error:
+            return _error(str(error))
+
+    wrapped.__name__ = view.__name__
+    wrapped.__doc__ = view.__doc__
+    return require_safe(wrapped)
+
+
+@_guard
+def index(request: HttpRequest) -> JsonResponse:
+    names = ["leaderboard", "series", "runs", "catalog", "openapi"]
+    return JsonResponse(
+        {name: request.build_absolute_uri(reverse(f"api-{name}")) for name in names}
+    )
+
+
+@_guard
+def leaderboard(request: HttpRequest, csv_suffix: bool = False) -> HttpResponse:
+    _check_params(request.GET, ["model", "workload", "window", "region", "sort"])
+    filters = queries.parse_filters(request.GET)
+    board = queries.leaderboard(filters)
+    rows = [row.as_dict() for row in board.rows]
+    if _wants_csv(request, csv_suffix):
+        return _csv("leaderboard", LEADERBOARD_COLUMNS, rows)
+    return JsonResponse(
+        {
+            "filters": filters.as_params(),
+            "window_start": board.start.isoformat(),
+            "window_end": board.now.isoformat(),
+            "rows": rows,
+        }
+    )
+
+
+@_guard
+def series(request: HttpRequest, csv_suffix: bool = False) -> HttpResponse:
+    _check_params(request.GET, ["endpoint", "metric", "window", "workload", "region"])
+    endpoint = _endpoint(request.GET.get("endpoint"))
+    metric = queries.one_of("metric", request.GET.get("metric") or "output_tps", SERIES_METRICS)
+    filters = queries.parse_history_filters(request.GET)
+    (hist,) = queries.history(
+        [endpoint],
+        window=filters.window,
+        workload=filters.workload,
+        region=filters.region,
+        metrics=ROLLUP_METRICS,
+    )
+    if metric == "success_rate":
+        points = [
+            {"t": t.isoformat(), "success_rate": _r(rate, 4), "samples": n}
+            for t, rate, n in hist.availability
+        ]
+        columns = ["t", "success_rate", "samples"]
+    else:
+        points = [
+            {
+                "t": p.t.isoformat(),
+                f"{metric}_p25": _r(p.p25),
+                f"{metric}_p50": _r(p.p50),
+                f"{metric}_p75": _r(p.p75),
+                "samples": p.samples,
+            }
+            for p in hist.series[metric]
+        ]
+        columns = ["t", f"{metric}_p25", f"{metric}_p50", f"{metric}_p75", "samples"]
+    if _wants_csv(request, csv_suffix):
+        return _csv(f"series-{endpoint.pk}-{metric}", columns, points)
+    return JsonResponse(
+        {
+            "endpoint_id": endpoint.pk,
+            "metric": metric,
+            "bucket": queries.history_bucket(filters.window),
+            **filters.as_params(),
+            "points": points,
+        }
+    )
+
+
+def _endpoint(value: str | None) -> Endpoint:
+    if not value:
+        raise BadRequest("The endpoint parameter is required (an endpoint id, see catalog).")
+    if not value.isdigit() or len(value) > 18:
+        raise BadRequest(f"Unknown endpoint {value!r}: an endpoint id is a number.")
+    endpoint = Endpoint.objects.select_related("provider", "canonical_model").filter(pk=value)
+    if not endpoint:
+        raise BadRequest(f"Unknown endpoint {value!r}. See /api/v1/catalog for endpoint ids.")
+    return endpoint[0]
+
+
+def _r(value: float | None, digits: int = 2) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+# ------------------------------------------------------------------------------ runs
+
+RUN_FILTERS = ["endpoint", "provider", "model", "workload", "region", "status", "since", "until"]
+
+
+def _encode_cursor(run: ProbeRun) -> str:
+    raw = f"{run.started_at.isoformat()}|{run.pk}".encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _decode_cursor(value: str) -> tuple[datetime, int]:
+    try:
+        raw = base64.urlsafe_b64decode(value + "=" * (-len(value) % 4)).decode()
+        when, pk = raw.split("|")
+        parsed = parse_datetime(when)
+        if parsed is None:
+            raise ValueError
+        if not 0 < int(pk) < 2**63:
+            raise ValueError
+        return parsed, int(pk)
+    except (ValueError, UnicodeDecodeError) as error:
+        raise BadRequest("Invalid cursor: pass back the next_cursor of a previous page.") from error
+
+
+def _when(name: str, value: str) -> datetime:
+    try:
+        parsed = parse_datetime(value)
+    except ValueError:  # well formed but impossible, e.g. month 13
+        parsed = None
+    if parsed is None:
+        raise BadRequest(f"Invalid {name} {value!r}: use ISO 8601, e.g. 2025-01-31T12:00:00Z.")
+    return make_aware(parsed) if is_naive(parsed) else parsed
+
+
+def filter_runs(params: Mapping[str, str]):
+    """Runs matching the API filters, newest first; BadRequest on unknown values."""
+    runs = ProbeRun.objects.select_related(
+        "endpoint__provider", "endpoint__canonical_model", "workload"
+    )
+    if params.get("endpoint"):
+        runs = runs.filter(endpoint=_endpoint(params["endpoint"]))
+    if params.get("provider"):
+        slug = queries.one_of(
+            "provider", params["provider"], Provider.objects.values_list("slug", flat=True)
+        )
+        runs = runs.filter(endpoint__provider__slug=slug)
+    if params.get("model"):
+        slug = queries.one_of(
+            "model", params["model"], CanonicalModel.objects.values_list("slug", flat=True)
+        )
+        runs = runs.filter(endpoint__canonical_model__slug=slug)
+    if params.get("workload"):
+        slug = queries.one_of(
+            "workload", params["workload"], Workload.objects.values_list("slug", flat=True)
+        )
+        runs = runs.filter(workload__slug=slug)
+    if params.get("region"):
+        runs = runs.filter(region=queries.one_of("region", params["region"], queries.regions()))
+    if params.get("status"):
+        runs = runs.filter(status=queries.one_of("status", params["status"], queries.STATUS_NAMES))
+    if params.get("since"):
+        runs = runs.filter(started_at__gte=_when("since", params["since"]))
+    if params.get("until"):
+        runs = runs.filter(started_at__lt=_when("until", params["until"]))
+    # Sort by started_at then id: the run_recent_idx index serves it, and ties are stable.
+    return runs.order_by("-started_at", "-id")
+
+
+def _limit(value: str | None) -> int:
+    if not value:
+        return DEFAULT_LIMIT
+    if not value.isdigit() or not 1 <= int(value) <= MAX_LIMIT:
+        raise BadRequest(f"Invalid limit {value!r}: a whole number from 1 to {MAX_LIMIT}.")
+    return int(value)
+
+
+def run_as_dict(run: ProbeRun) -> dict:
+    e = run.endpoint
+    data = {
+        "id": run.pk,
+        "started_at": run.started_at.isoformat(),
+        "endpoint_id": e.pk,
+        "provider": e.provider.slug,
+        "simulated": e.provider.simulated,
+        "model": e.canonical_model.slug,
+        "model_id": e.model_id,
+        "workload": run.workload.slug,
+        "region": run.region,
+        "status": run.status,
+        "http_status": run.http_status,
+        "error": run.error,
+        "retry_after_s": run.retry_after_s,
+        "cold_connection": run.cold_connection,
+        "short_output": run.short_output,
+        "client_bound": run.client_bound,
+        "methodology_version": run.methodology_version,
+    }
+    for name in RUN_FIELDS:
+        value = getattr(run, name)
+        data[name] = float(value) if value is not None and name.endswith("cost_usd") else value
+    return data
+
+
+@_guard
+def runs(request: HttpRequest, csv_suffix: bool = False) -> HttpResponse:
+    _check_params(request.GET, [*RUN_FILTERS, "limit", "cursor"])
+    limit = _limit(request.GET.get("limit"))
+    selected = filter_runs(request.GET)
+    if request.GET.get("cursor"):
+        when, pk = _decode_cursor(request.GET["cursor"])
+        selected = selected.filter(started_at__lte=when).exclude(started_at=when, id__gte=pk)
+    page = list(selected[: limit + 1])
+    more = len(page) > limit
+    page = page[:limit]
+    rows = [run_as_dict(run) for run in page]
+    if _wants_csv(request, csv_suffix):
+        return _csv("runs", RUN_COLUMNS, rows)
+    next_cursor = _encode_cursor(page[-1]) if more else None
+    next_url = None
+    if next_cursor:
+        params = request.GET.copy()
+        params["cursor"] = next_cursor
+        next_url = request.build_absolute_uri(f"{request.path}?{params.urlencode()}")
+    return JsonResponse({"runs": rows, "next_cursor": next_cursor, "next": next_url})
+
+
+# ---------------------------------------------------------------------------- catalog
+
+
+@_guard
+def catalog(request: HttpRequest, csv_suffix: bool = False) -> HttpResponse:
+    _check_params(request.GET, [])
+    endpoints = list(Endpoint.objects.select_related("provider", "canonical_model"))
+    prices = queries.current_prices(e.pk for e in endpoints)
+    endpoint_rows = []
+    for e in endpoints:
+        price = prices.get(e.pk)
+        endpoint_rows.append(
+            {
+                "id": e.pk,
+                "provider": e.provider.slug,
+                "simulated": e.provider.simulated,
+                "model": e.canonical_model.slug,
+                "model_id": e.model_id,
+                "enabled": e.enabled and e.provider.enabled,
+                "input_per_m": float(price.input_per_m) if price else None,
+                "output_per_m": float(price.output_per_m) if price else None,
+                "cached_input_per_m": float(price.cached_input_per_m)
+                if price and price.cached_input_per_m is not None
+                else None,
+                "blended_price_per_m": float(round(price.blended_per_m, 4)) if price else None,
+                "price_effective_from": price.effective_from.isoformat() if price else None,
+            }
+        )
+    if _wants_csv(request, csv_suffix):
+        columns = list(endpoint_rows[0]) if endpoint_rows else ["id"]
+        return _csv("endpoints", columns, endpoint_rows)
+    return JsonResponse(
+        {
+            "providers": [
+                {
+                    "slug": p.slug,
+                    "name": p.name,
+                    "simulated": p.simulated,
+                    "api_style": p.api_style,
+                    "website": p.website,
+                }
+                for p in Provider.objects.all()
+            ],
+            "models": [
+                {
+                    "slug": m.slug,
+                    "name": m.name,
+                    "family": m.family,
+                    "parameters_b": float(m.parameters_b) if m.parameters_b else None,
+                    "open_weights": m.open_weights,
+                }
+                for m in CanonicalModel.objects.all()
+            ],
+            "endpoints": endpoint_rows,
+            "workloads": [
+                {
+                    "slug": w.slug,
+                    "name": w.name,
+                    "description": w.description,
+                    "max_tokens": w.max_tokens,
+                    "approx_input_tokens": w.approx_input_tokens,
+                }
+                for w in Workload.objects.all()
+            ],
+            "regions": queries.regions(),
+            "windows": list(queries.HISTORY_WINDOWS),
+        }
+    )

@@ -1,0 +1,191 @@
+"""The OpenAPI 3.1 description of /api/v1/, built from the same lists the API uses."""
+
+from __future__ import annotations
+
+from django.http import HttpRequest, JsonResponse
+from django.views.decorators.http import require_safe
+
+from dashboard import queries
+from dashboard.web import api
+from dashboard.web.definitions import METRICS, RUN_FIELDS, STATUS_MEANINGS
+
+
+def _param(name: str, description: str, *, enum=None, required=False, schema=None) -> dict:
+    schema = schema or {"type": "string"}
+    if enum:
+        schema = {**schema, "enum": list(enum)}
+    return {
+        "name": name,
+        "in": "query",
+        "required": required,
+        "description": description,
+        "schema": schema,
+    }
+
+
+_FORMAT = _param("format", "json (default) or csv; or add .csv to the path.", enum=["json", "csv"])
+_ERROR = {
+    "description": "Unknown parameter or value; `error` says which values are accepted.",
+    "content": {
+        "application/json": {
+            "schema": {
+                "type": "object",
+                "properties": {"error": {"type": "string"}},
+                "required": ["error"],
+            }
+        }
+    },
+}
+
+
+def _ok(description: str, properties: dict) -> dict:
+    return {
+        "description": description,
+        "content": {
+            "application/json": {"schema": {"type": "object", "properties": properties}},
+            "text/csv": {"schema": {"type": "string"}},
+        },
+    }
+
+
+def _number(description: str) -> dict:
+    return {"type": ["number", "null"], "description": description}
+
+
+def _leaderboard_row() -> dict:
+    props: dict = {
+        "endpoint_id": {"type": "integer"},
+        "provider": {"type": "string"},
+        "simulated": {"type": "boolean", "description": "Served by our simulator: demo data."},
+        "model": {"type": "string"},
+        "model_id": {"type": "string"},
+        "blended_price_per_m": _number(METRICS["blended_price"].definition),
+        "success_rate": _number(METRICS["success_rate"].definition),
+        "samples": {"type": "integer", "description": METRICS["samples"].definition},
+        "last_run_at": {"type": ["string", "null"], "format": "date-time"},
+    }
+    for column in api.LEADERBOARD_COLUMNS:
+        metric, _, q = column.rpartition("_p")
+        if metric in METRICS and q.isdigit():
+            props[column] = _number(f"p{q} over the window. {METRICS[metric].definition}")
+    return {"type": "object", "properties": props}
+
+
+def _run() -> dict:
+    props: dict = {
+        "id": {"type": "integer"},
+        "started_at": {"type": "string", "format": "date-time"},
+        "status": {
+            "type": "string",
+            "enum": list(STATUS_MEANINGS),
+            "description": "; ".join(f"{k}: {v}" for k, v in STATUS_MEANINGS.items()),
+        },
+    }
+    for name, text in RUN_FIELDS.items():
+        props[name] = {"description": text}
+    return {"type": "object", "properties": props}
+
+
+def spec(base_url: str) -> dict:
+    history_filters = [
+        _param("window", "History window.", enum=queries.HISTORY_WINDOWS),
+        _param("workload", "Workload slug (see catalog); default: all workloads."),
+        _param("region", "Probe region, or all."),
+    ]
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "Inferwatch API",
+            "version": "1",
+            "description": "Measured LLM inference speed, latency, availability and cost. "
+            "Metric names follow the methodology page; percentiles are suffixes "
+            "(output_tps_p50). Unknown parameters or values answer 400.",
+        },
+        "servers": [{"url": base_url}],
+        "paths": {
+            "/api/v1/leaderboard": {
+                "get": {
+                    "summary": "One row per endpoint over a window",
+                    "parameters": [
+                        _param("model", "Canonical model slug, or all."),
+                        _param("workload", "Workload slug; default: the most probed one."),
+                        _param("window", "Window.", enum=queries.LEADERBOARD_WINDOWS),
+                        _param("region", "Probe region, or all."),
+                        _param(
+                            "sort",
+                            "Column, - prefix for descending.",
+                            enum=[*queries.SORT_KEYS, *(f"-{k}" for k in queries.SORT_KEYS)],
+                        ),
+                        _FORMAT,
+                    ],
+                    "responses": {
+                        "200": _ok(
+                            "Leaderboard",
+                            {"rows": {"type": "array", "items": _leaderboard_row()}},
+                        ),
+                        "400": _ERROR,
+                    },
+                }
+            },
+            "/api/v1/series": {
+                "get": {
+                    "summary": "Time series of one metric for one endpoint (p25/p50/p75)",
+                    "parameters": [
+                        _param("endpoint", "Endpoint id (catalog).", required=True),
+                        _param("metric", "Metric.", enum=api.SERIES_METRICS),
+                        *history_filters,
+                        _FORMAT,
+                    ],
+                    "responses": {
+                        "200": _ok("Series", {"points": {"type": "array"}}),
+                        "400": _ERROR,
+                    },
+                }
+            },
+            "/api/v1/runs": {
+                "get": {
+                    "summary": "Runs, newest first, with cursor pagination",
+                    "parameters": [
+                        _param("endpoint", "Endpoint id."),
+                        _param("provider", "Provider slug."),
+                        _param("model", "Canonical model slug."),
+                        _param("workload", "Workload slug."),
+                        _param("region", "Probe region."),
+                        _param("status", "Run status.", enum=STATUS_MEANINGS),
+                        _param("since", "ISO 8601 start (inclusive)."),
+                        _param("until", "ISO 8601 end (exclusive)."),
+                        _param(
+                            "limit",
+                            f"Page size, 1–{api.MAX_LIMIT} (default {api.DEFAULT_LIMIT}).",
+                            schema={"type": "integer"},
+                        ),
+                        _param("cursor", "next_cursor from the previous page."),
+                        _FORMAT,
+                    ],
+                    "responses": {
+                        "200": _ok(
+                            "Runs",
+                            {
+                                "runs": {"type": "array", "items": _run()},
+                                "next_cursor": {"type": ["string", "null"]},
+                                "next": {"type": ["string", "null"]},
+                            },
+                        ),
+                        "400": _ERROR,
+                    },
+                }
+            },
+            "/api/v1/catalog": {
+                "get": {
+                    "summary": "Providers, models, endpoints with current prices, workloads",
+                    "parameters": [_FORMAT],
+                    "responses": {"200": _ok("Catalog", {}), "400": _ERROR},
+                }
+            },
+        },
+    }
+
+
+@require_safe
+def openapi(request: HttpRequest) -> JsonResponse:
+    return JsonResponse(spec(request.build_absolute_uri("/").rstrip("/")))

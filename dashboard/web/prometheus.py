@@ -1,0 +1,114 @@
+"""/metrics: Prometheus exposition of what the pages show, for Grafana users.
+
+Computed at scrape time from the database (no in-process counters: several web workers
+would each hold a part). Run counters come from rollups, which outlive raw-run retention,
+so they never go down.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import timedelta
+
+from django.db.models import Q
+from django.http import HttpRequest, HttpResponse
+from django.utils import timezone
+from django.views.decorators.http import require_safe
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from dashboard import queries
+from dashboard.models import ROLLUP_METRICS
+from dashboard.web.definitions import METRICS
+from probes.models import Endpoint, Workload
+
+MEDIAN_WINDOW = timedelta(hours=24)
+LABELS = ["provider", "model", "endpoint", "workload", "region", "simulated"]
+
+
+class InferwatchCollector(Collector):
+    def collect(self) -> Iterator:
+        now = timezone.now()
+        endpoints = {
+            e.pk: e for e in Endpoint.objects.select_related("provider", "canonical_model")
+        }
+        workloads = dict(Workload.objects.values_list("pk", "slug"))
+
+        def labels(endpoint_id: int, workload_id: int, region: str) -> list[str] | None:
+            e = endpoints.get(endpoint_id)
+            if e is None:
+                return None
+            return [
+                e.provider.slug,
+                e.canonical_model.slug,
+                e.model_id,
+                workloads.get(workload_id, str(workload_id)),
+                region,
+                str(e.provider.simulated).lower(),
+            ]
+
+        recent = queries.collect(
+            Q(), now - MEDIAN_WINDOW, now, group_by=("endpoint", "workload", "region")
+        )
+        medians = {
+            m: GaugeMetricFamily(
+                f"inferwatch_{m}_median",
+                f"Median {METRICS[m].label} ({METRICS[m].unit}) over the last 24 h.",
+                labels=LABELS,
+            )
+            for m in ROLLUP_METRICS
+        }
+        success = GaugeMetricFamily(
+            "inferwatch_success_rate",
+            "Runs with status ok / all runs over the last 24 h (0–1).",
+            labels=LABELS,
+        )
+        samples = GaugeMetricFamily(
+            "inferwatch_samples", "Runs over the last 24 h, failed ones included.", labels=LABELS
+        )
+        for (key, _), agg in recent.items():
+            names = labels(*key)
+            if names is None:
+                continue
+            for m, family in medians.items():
+                value = agg.percentile(m, 50)
+                if value is not None:
+                    family.add_metric(names, value)
+            if agg.success_rate is not None:
+                success.add_metric(names, agg.success_rate)
+            samples.add_metric(names, agg.runs)
+        yield from medians.values()
+        yield success
+        yield samples
+
+        runs = CounterMetricFamily(
+            "inferwatch_runs",
+            "Runs recorded, by status (all time).",
+            labels=[*LABELS, "status"],
+        )
+        for key, counts in queries.lifetime_status_counts(now).items():
+            names = labels(*key)
+            if names is None:
+                continue
+            for status, n in sorted(counts.items()):
+                runs.add_metric([*names, status], n)
+        yield runs
+
+        lag = GaugeMetricFamily(
+            "inferwatch_probe_lag_seconds",
+            "How far behind its schedule each active probe is (0 when on time).",
+            labels=LABELS,
+        )
+        for probe, seconds in queries.probe_lag_seconds(now):
+            names = labels(probe.endpoint_id, probe.workload_id, probe.region)
+            if names is not None:
+                lag.add_metric(names, seconds)
+        yield lag
+
+
+@require_safe
+def metrics(request: HttpRequest) -> HttpResponse:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(InferwatchCollector())
+    return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)

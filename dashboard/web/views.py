@@ -1,0 +1,232 @@
+"""The pages. Thin: parse filters, ask dashboard/queries.py, hand figures from charts.py."""
+
+from __future__ import annotations
+
+from functools import cache
+
+from django.db.models import Count
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, render
+from django.template import TemplateDoesNotExist
+from django.template.loader import get_template
+from django.views.decorators.http import require_safe
+from django.views.decorators.vary import vary_on_headers
+
+from dashboard import charts, queries
+from dashboard.models import ROLLUP_METRICS
+from dashboard.web.definitions import (
+    COMPARISONS,
+    METRICS,
+    RUN_FIELDS,
+    STATUS_MEANINGS,
+)
+from probes.models import CanonicalModel, Endpoint, Probe, ProbeRun, Provider, Workload
+
+ACTIVE_ALERTS_TEMPLATE = "alerts/partials/active.html"
+HISTORY_METRICS = ("output_tps", "ttft_ms", "e2e_ms")
+TABLE_COLUMNS = (
+    "output_tps",
+    "ttft_ms",
+    "ttfat_ms",
+    "e2e_ms",
+    "blended_price",
+    "success_rate",
+    "samples",
+    "last_run",
+)
+RECENT_RUNS = 25
+
+
+def bad_filter(request: HttpRequest, error: queries.BadFilter) -> HttpResponse:
+    return render(request, "dashboard/bad_filter.html", {"message": str(error)}, status=400)
+
+
+def _choices() -> dict:
+    return {
+        "models": CanonicalModel.objects.filter(endpoints__isnull=False).distinct(),
+        "workloads": Workload.objects.all(),
+        "windows": list(queries.LEADERBOARD_WINDOWS),
+        "regions": queries.regions(),
+    }
+
+
+@require_safe
+@vary_on_headers("HX-Request")
+def leaderboard(request: HttpRequest) -> HttpResponse:
+    try:
+        filters = queries.parse_filters(request.GET)
+    except queries.BadFilter as error:
+        return bad_filter(request, error)
+    board = queries.leaderboard(filters)
+    context = {
+        "board": board,
+        "filters": filters,
+        "params": filters.as_params(),
+        "columns": [(key, METRICS[key], filters.sort_param_for(key)) for key in TABLE_COLUMNS],
+        "sort_provider": filters.sort_param_for("provider"),
+        "sparklines": {row.endpoint.pk: charts.sparkline(row.sparkline) for row in board.rows},
+        "speed_price": charts.speed_vs_price(board.rows),
+        "ttft_speed": charts.ttft_vs_speed(board.rows),
+        "has_catalog": Endpoint.objects.exists(),
+        "has_probes": Probe.objects.exists(),
+    }
+    # A table swap, unless htmx is restoring history (then it needs the whole page).
+    if request.htmx and not request.htmx.history_restore_request:
+        context["swap"] = True
+        return render(request, "dashboard/partials/leaderboard_table.html", context)
+    context.update(_choices())
+    return render(request, "dashboard/leaderboard.html", context)
+
+
+def _history_context(request: HttpRequest, endpoints: list[Endpoint]) -> dict:
+    """Filters, charts, availability and error breakdown for a set of endpoints."""
+    filters = queries.parse_history_filters(request.GET)
+    histories = queries.history(
+        endpoints, window=filters.window, workload=filters.workload, region=filters.region
+    )
+    totals = queries.Agg()
+    for h in histories:
+        totals.merge(h.totals)
+    return {
+        "filters": filters,
+        "params": filters.as_params(),
+        "windows": list(queries.HISTORY_WINDOWS),
+        "workloads": Workload.objects.all(),
+        "regions": queries.regions(),
+        "histories": histories,
+        "history_charts": [(f"history-{m}", charts.history(histories, m)) for m in HISTORY_METRICS],
+        "availability_chart": charts.availability(histories),
+        "totals": totals,
+        "breakdown": queries.status_breakdown(totals),
+        "status_meanings": STATUS_MEANINGS,
+        "has_history": totals.runs > 0,
+    }
+
+
+def _recent_runs(**scope) -> list[ProbeRun]:
+    return list(
+        ProbeRun.objects.filter(**scope)
+        .select_related("endpoint__provider", "endpoint__canonical_model", "workload")
+        .order_by("-started_at", "-id")[:RECENT_RUNS]
+    )
+
+
+@require_safe
+def model_page(request: HttpRequest, slug: str) -> HttpResponse:
+    model = get_object_or_404(CanonicalModel, slug=slug)
+    endpoints = list(model.endpoints.select_related("provider", "canonical_model"))
+    try:
+        context = _history_context(request, endpoints)
+    except queries.BadFilter as error:
+        return bad_filter(request, error)
+    context.update(
+        subject=model,
+        kind="model",
+        endpoints=endpoints,
+        runs=_recent_runs(endpoint__canonical_model=model),
+    )
+    return render(request, "dashboard/history_page.html", context)
+
+
+@require_safe
+def provider_page(request: HttpRequest, slug: str) -> HttpResponse:
+    provider = get_object_or_404(Provider, slug=slug)
+    endpoints = list(provider.endpoints.select_related("provider", "canonical_model"))
+    try:
+        context = _history_context(request, endpoints)
+    except queries.BadFilter as error:
+        return bad_filter(request, error)
+    context.update(
+        subject=provider,
+        kind="provider",
+        endpoints=endpoints,
+        runs=_recent_runs(endpoint__provider=provider),
+    )
+    return render(request, "dashboard/history_page.html", context)
+
+
+@cache
+def _has_alerts_partial() -> bool:
+    try:
+        get_template(ACTIVE_ALERTS_TEMPLATE)
+    except TemplateDoesNotExist:
+        return False
+    return True
+
+
+@require_safe
+def endpoint_page(request: HttpRequest, pk: int) -> HttpResponse:
+    endpoint = get_object_or_404(
+        Endpoint.objects.select_related("provider", "canonical_model"), pk=pk
+    )
+    try:
+        context = _history_context(request, [endpoint])
+    except queries.BadFilter as error:
+        return bad_filter(request, error)
+    claims = queries.claims_for([endpoint])[endpoint.pk]
+    context.update(
+        subject=endpoint,
+        kind="endpoint",
+        endpoint=endpoint,
+        endpoints=[endpoint],
+        price=endpoint.current_price,
+        claims=queries.best_claims(claims, context["totals"]),
+        probes=endpoint.probes.select_related("workload"),
+        runs=_recent_runs(endpoint=endpoint),
+        alerts_template=ACTIVE_ALERTS_TEMPLATE if _has_alerts_partial() else None,
+    )
+    return render(request, "dashboard/history_page.html", context)
+
+
+@require_safe
+def run_page(request: HttpRequest, pk: int) -> HttpResponse:
+    run = get_object_or_404(
+        ProbeRun.objects.select_related(
+            "endpoint__provider", "endpoint__canonical_model", "workload", "probe"
+        ),
+        pk=pk,
+    )
+    gaps = charts.event_gaps_ms(run.timeline)
+    timings = [
+        ("Time to first token", run.ttft_ms, _sum(run.server_queue_ms, run.server_prefill_ms)),
+        ("Generation", _decode_ms(run), run.server_decode_ms),
+        ("End-to-end", run.e2e_ms, run.server_total_ms),
+        ("Output speed (tok/s)", run.output_tps, run.server_output_tps),
+    ]
+    fields = [(name, getattr(run, name), text) for name, text in RUN_FIELDS.items()]
+    context = {
+        "run": run,
+        "fields": fields,
+        "timings": timings,
+        "timeline_chart": charts.token_timeline(run.timeline) if run.timeline else None,
+        "gap_chart": charts.gap_histogram(run.timeline) if len(gaps) > 1 else None,
+        "status_meaning": STATUS_MEANINGS.get(run.status, ""),
+        "has_server_timing": any(theirs is not None for _, _, theirs in timings),
+    }
+    return render(request, "dashboard/run.html", context)
+
+
+def _sum(*values: float | None) -> float | None:
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
+
+
+def _decode_ms(run: ProbeRun) -> float | None:
+    if run.e2e_ms is None or run.ttft_ms is None:
+        return None
+    return run.e2e_ms - run.ttft_ms
+
+
+@require_safe
+def methodology(request: HttpRequest) -> HttpResponse:
+    workloads = Workload.objects.annotate(probe_count=Count("probes"))
+    context = {
+        "metrics": METRICS.values(),
+        "aggregated": ROLLUP_METRICS,
+        "run_fields": RUN_FIELDS.items(),
+        "statuses": STATUS_MEANINGS.items(),
+        "comparisons": COMPARISONS,
+        "workloads": workloads,
+        "regions": queries.regions(),
+    }
+    return render(request, "dashboard/methodology.html", context)

@@ -1,0 +1,286 @@
+"""The operator's console: the catalog (what we probe) and read-only views of what we measured.
+
+API keys are write-only here: the form takes a new key, stores it encrypted, and never
+renders a stored one back (not even masked). Saving a key enables the provider, so adding a
+key is the only edit needed to start probing it.
+"""
+
+from __future__ import annotations
+
+from django import forms
+from django.contrib import admin
+from django.http import HttpRequest
+
+from probes import admin_actions
+from probes.models import (
+    CanonicalModel,
+    Claim,
+    Endpoint,
+    Price,
+    Probe,
+    ProbeRun,
+    Provider,
+    WorkerCalibration,
+    Workload,
+)
+
+PRICE_FIELDS = ["effective_from", "input_per_m", "cached_input_per_m", "output_per_m", "source_url"]
+_NEGATIVE_PRICE = {"min_value": "A price cannot be negative."}
+
+
+class ProviderForm(forms.ModelForm):
+    api_key = forms.CharField(
+        label="API key",
+        required=False,
+        strip=True,
+        # render_value=False: a stored key never travels back to the browser.
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
+        help_text="Write-only. Leave empty to keep the stored key. "
+        "Saving a key enables probing this provider; nothing else to edit.",
+    )
+    forget_api_key = forms.BooleanField(
+        label="Forget the stored key", required=False, help_text="Deletes the encrypted key."
+    )
+
+    class Meta:
+        model = Provider
+        fields = [
+            "name",
+            "slug",
+            "api_style",
+            "base_url",
+            "enabled",
+            "simulated",
+            "api_key_env",
+            "requires_key",
+            "extra_headers",
+            "max_concurrency",
+            "connect_timeout_s",
+            "first_token_timeout_s",
+            "stall_timeout_s",
+            "total_timeout_s",
+            "website",
+            "notes",
+        ]
+        error_messages = {
+            "base_url": {
+                "invalid": "Enter the API's full http(s) URL up to its version, "
+                "e.g. https://api.groq.com/openai/v1."
+            },
+        }
+
+    def clean(self) -> dict:
+        data = super().clean()
+        if data.get("api_key") and data.get("forget_api_key"):
+            raise forms.ValidationError(
+                "Either enter a new key or forget the stored one, not both."
+            )
+        return data
+
+    def save(self, commit: bool = True) -> Provider:
+        provider = super().save(commit=False)
+        if self.cleaned_data.get("forget_api_key"):
+            provider.set_api_key("")
+        elif self.cleaned_data.get("api_key"):
+            provider.set_api_key(self.cleaned_data["api_key"])
+            provider.enabled = True
+        if commit:
+            provider.save()
+            self.save_m2m()
+        return provider
+
+
+class EndpointInline(admin.TabularInline):
+    model = Endpoint
+    fields = ["model_id", "canonical_model", "enabled"]
+    extra = 0
+    show_change_link = True
+
+
+@admin.register(Provider)
+class ProviderAdmin(admin.ModelAdmin):
+    form = ProviderForm
+    list_display = ["name", "api_style", "base_url", "key_source", "enabled", "simulated"]
+    list_filter = ["enabled", "simulated", "api_style"]
+    search_fields = ["name", "slug", "base_url"]
+    prepopulated_fields = {"slug": ["name"]}
+    readonly_fields = ["key_source", "backoff_until"]
+    inlines = [EndpointInline]
+    fieldsets = [
+        (None, {"fields": ["name", "slug", "api_style", "base_url", "enabled", "simulated"]}),
+        (
+            "Credentials",
+            {
+                "fields": [
+                    "key_source",
+                    "api_key_env",
+                    "api_key",
+                    "forget_api_key",
+                    "requires_key",
+                ],
+                "description": "The key is read from the named environment variable when it is "
+                "set, else from the encrypted store. It is never shown after saving.",
+            },
+        ),
+        (
+            "Requests",
+            {
+                "fields": [
+                    "extra_headers",
+                    "max_concurrency",
+                    ("connect_timeout_s", "first_token_timeout_s"),
+                    ("stall_timeout_s", "total_timeout_s"),
+                    "backoff_until",
+                ]
+            },
+        ),
+        ("About", {"fields": ["website", "notes"]}),
+    ]
+    # Operator actions live in probes/admin_actions.py.
+    actions: list = [admin_actions.test_connection]
+
+
+class PriceForm(forms.ModelForm):
+    class Meta:
+        model = Price
+        fields = PRICE_FIELDS
+        error_messages = {
+            "input_per_m": _NEGATIVE_PRICE,
+            "cached_input_per_m": _NEGATIVE_PRICE,
+            "output_per_m": _NEGATIVE_PRICE,
+        }
+
+
+class PriceInline(admin.TabularInline):
+    """Price history: a new price is a new row from its effective date; old rows stay as
+    they were so past runs keep the cost they were measured at."""
+
+    model = Price
+    form = PriceForm
+    extra = 1
+    fields = PRICE_FIELDS
+
+    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
+        # Existing rows render read-only; new rows can still be added.
+        return False
+
+
+class ClaimInline(admin.TabularInline):
+    model = Claim
+    fk_name = "endpoint"
+    fields = ["metric", "value", "value_high", "source_title", "source_url", "published_on"]
+    extra = 0
+
+
+@admin.register(Endpoint)
+class EndpointAdmin(admin.ModelAdmin):
+    list_display = ["__str__", "canonical_model", "current_price_display", "enabled"]
+    list_filter = ["enabled", "provider", "canonical_model"]
+    list_select_related = ["provider", "canonical_model"]
+    search_fields = ["model_id", "provider__name", "canonical_model__name"]
+    inlines = [PriceInline, ClaimInline]
+
+    @admin.display(description="current price (in/out $/M)")
+    def current_price_display(self, endpoint: Endpoint) -> str:
+        price = endpoint.current_price
+        return f"${price.input_per_m} / ${price.output_per_m}" if price else "—"
+
+
+@admin.register(CanonicalModel)
+class CanonicalModelAdmin(admin.ModelAdmin):
+    list_display = ["name", "family", "parameters_b", "open_weights"]
+    list_filter = ["family", "open_weights"]
+    search_fields = ["name", "slug"]
+    prepopulated_fields = {"slug": ["name"]}
+
+
+@admin.register(Claim)
+class ClaimAdmin(admin.ModelAdmin):
+    list_display = ["__str__", "metric", "source_title", "published_on"]
+    list_filter = ["metric", "provider", "canonical_model"]
+    search_fields = ["source_title", "notes"]
+    autocomplete_fields = ["endpoint", "provider", "canonical_model"]
+
+
+@admin.register(Workload)
+class WorkloadAdmin(admin.ModelAdmin):
+    list_display = ["slug", "name", "max_tokens", "approx_input_tokens", "requests", "enabled"]
+    list_filter = ["enabled"]
+    search_fields = ["slug", "name"]
+
+
+class ProbeForm(forms.ModelForm):
+    class Meta:
+        model = Probe
+        fields = [
+            "endpoint",
+            "workload",
+            "region",
+            "interval_s",
+            "jitter_s",
+            "enabled",
+            "next_run_at",
+        ]
+        error_messages = {
+            "interval_s": {"min_value": "The interval must be at least %(limit_value)s seconds."},
+        }
+
+
+@admin.register(Probe)
+class ProbeAdmin(admin.ModelAdmin):
+    form = ProbeForm
+    list_display = [
+        "__str__",
+        "region",
+        "interval_s",
+        "enabled",
+        "next_run_at",
+        "last_dispatched_at",
+    ]
+    list_editable = ["interval_s", "enabled"]
+    list_filter = ["enabled", "region", "workload", "endpoint__provider"]
+    list_select_related = ["endpoint__provider", "workload"]
+    search_fields = ["endpoint__model_id", "endpoint__provider__name", "workload__slug"]
+    autocomplete_fields = ["endpoint"]
+    readonly_fields = ["last_dispatched_at"]
+    # Operator actions live in probes/admin_actions.py.
+    actions: list = [admin_actions.run_now]
+
+    def get_changelist_form(self, request: HttpRequest, **kwargs):
+        # The list's inline-edited intervals get the same clear messages as the change form.
+        return super().get_changelist_form(request, form=ProbeForm, **kwargs)
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Measurements are written by workers only; the admin shows them."""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+
+@admin.register(ProbeRun)
+class ProbeRunAdmin(ReadOnlyAdmin):
+    list_display = [
+        "started_at",
+        "endpoint",
+        "workload",
+        "region",
+        "status",
+        "ttft_ms",
+        "output_tps",
+        "e2e_ms",
+        "output_tokens",
+    ]
+    list_filter = ["status", "region", "endpoint__provider", "workload"]
+    list_select_related = ["endpoint__provider", "workload"]
+    # Counting a large runs table on every page load is slow; the list needs no total.
+    show_full_result_count = False
+
+
+@admin.register(WorkerCalibration)
+class WorkerCalibrationAdmin(ReadOnlyAdmin):
+    list_display = ["worker", "region", "measured_at", "max_events_per_s", "max_output_tps"]
+    list_filter = ["region"]

@@ -1,0 +1,108 @@
+"""Operator actions in the admin: "Run now" on probes, "Test connection" on providers.
+
+Both run right away in the web process, bounded in time, and report the result as an
+admin message. A few selected rows at most: the page waits for them.
+"""
+
+from __future__ import annotations
+
+import socket
+
+from django.conf import settings
+from django.contrib import admin, messages
+from django.http import HttpRequest
+from django.urls import reverse
+
+from probes import concurrency, runner, secrets
+from probes.engine import Limits, ProbeRequest, RunResult, measure_sync
+
+MAX_ROWS = 3
+RUN_NOW_LIMIT_S = 30.0
+TEST_LIMIT_S = 20.0
+
+
+def _summary(result: RunResult, key: str | None) -> str:
+    parts = [result.status]
+    if result.http_status:
+        parts.append(f"HTTP {result.http_status}")
+    if result.ttft_ms is not None:
+        parts.append(f"TTFT {result.ttft_ms:,.0f} ms")
+    if result.output_tps is not None:
+        parts.append(f"{result.output_tps:,.0f} tok/s")
+    if result.output_tokens is not None:
+        parts.append(f"{result.output_tokens} tokens")
+    if result.error:
+        parts.append(secrets.redact(result.error, [key] if key else []))
+    return " · ".join(parts)
+
+
+def _too_many(modeladmin, request: HttpRequest, queryset) -> bool:
+    if queryset.count() > MAX_ROWS:
+        text = f"Select at most {MAX_ROWS} rows: each one runs while you wait."
+        modeladmin.message_user(request, text, messages.ERROR)
+        return True
+    return False
+
+
+@admin.action(description="Run now (measure once and record the run)")
+def run_now(modeladmin, request: HttpRequest, queryset) -> None:
+    if _too_many(modeladmin, request, queryset):
+        return
+    worker = f"admin@{socket.gethostname()}"
+    for probe in queryset.select_related("endpoint__provider", "workload"):
+        try:
+            outcome = runner.run_slot(
+                probe, None, worker, settings.PROBE_REGION, max_total_s=RUN_NOW_LIMIT_S
+            )
+        except runner.BackingOff as exc:
+            modeladmin.message_user(request, f"{probe}: {exc}", messages.WARNING)
+            continue
+        except concurrency.Busy as exc:
+            modeladmin.message_user(request, f"{probe}: {exc}; try again", messages.WARNING)
+            continue
+        key = probe.endpoint.provider.api_key()
+        runs_url = reverse("admin:probes_proberun_changelist") + f"?probe__id__exact={probe.pk}"
+        for result in outcome.results:
+            level = messages.SUCCESS if result.ok else messages.WARNING
+            modeladmin.message_user(
+                request, f"{probe}: {_summary(result, key)} (runs: {runs_url})", level
+            )
+
+
+@admin.action(description="Test connection (one tiny request, not recorded)")
+def test_connection(modeladmin, request: HttpRequest, queryset) -> None:
+    if _too_many(modeladmin, request, queryset):
+        return
+    for provider in queryset:
+        endpoint = provider.endpoints.filter(enabled=True).first()
+        if endpoint is None:
+            modeladmin.message_user(
+                request, f"{provider}: add an endpoint (a model) to test.", messages.WARNING
+            )
+            continue
+        key = provider.api_key()
+        if provider.requires_key and not key:
+            modeladmin.message_user(request, f"{provider}: no API key set.", messages.ERROR)
+            continue
+        result = measure_sync(
+            ProbeRequest(
+                api=provider.api_style,
+                base_url=provider.base_url,
+                model=endpoint.model_id,
+                api_key=key,
+                messages=[{"role": "user", "content": "Reply with the word ok."}],
+                max_tokens=5,
+                extra_headers=dict(provider.extra_headers or {}),
+                extra_body=dict(endpoint.extra_body or {}),
+                limits=Limits(
+                    connect_s=min(provider.connect_timeout_s, TEST_LIMIT_S),
+                    first_token_s=min(provider.first_token_timeout_s, TEST_LIMIT_S),
+                    stall_s=min(provider.stall_timeout_s, TEST_LIMIT_S),
+                    total_s=TEST_LIMIT_S,
+                ),
+            )
+        )
+        level = messages.SUCCESS if result.ok else messages.ERROR
+        modeladmin.message_user(
+            request, f"{provider} · {endpoint.model_id}: {_summary(result, key)}", level
+        )

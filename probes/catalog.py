@@ -1,0 +1,497 @@
+"""The seed catalog: real providers with their public base URLs, model ids, list prices and
+published speed claims, plus the simulated demo providers.
+
+Loading is idempotent and never undoes an operator's edits: rows are found by their natural
+keys and created when missing; an existing provider, endpoint or probe is left as the admin
+left it (enabled, key, intervals). Prices are history: a seed price with a new effective
+date adds a row, an existing row is never rewritten.
+
+Prices and model ids are the providers' public list figures AS OF `CATALOG_AS_OF`; check
+each provider's pricing page (the `source_url`) before relying on them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from datetime import date
+from decimal import Decimal
+
+from django.db import transaction
+from django.utils.text import slugify
+
+from probes.models import CanonicalModel, Claim, Endpoint, Price, Probe, Provider, Workload
+from probes.workloads import WORKLOADS
+
+CATALOG_AS_OF = date(2025, 6, 1)
+
+# Real providers are probed every 15 minutes: enough for a history, cheap on credits;
+# the ~10,000-token prompt hourly, as it costs ten times the others.
+SEED_INTERVAL_S = 900
+SEED_INTERVAL_OVERRIDES_S = {"long-10k": 3600}
+# Demo providers fill the pages quickly.
+DEMO_INTERVAL_S = 60
+
+
+@dataclass(frozen=True)
+class Model:
+    name: str
+    family: str
+    parameters_b: str | None = None
+    open_weights: bool = True
+
+
+@dataclass(frozen=True)
+class Seed:
+    """One endpoint: the provider's model id, its canonical model and its list price."""
+
+    model_id: str
+    model: str
+    input_per_m: str | None = None
+    output_per_m: str | None = None
+    cached_input_per_m: str | None = None
+
+
+@dataclass(frozen=True)
+class ClaimSeed:
+    model: str
+    metric: str
+    value: float
+    source_title: str
+    source_url: str
+    published_on: date | None = None
+    value_high: float | None = None
+    notes: str = ""
+
+
+@dataclass(frozen=True)
+class ProviderSeed:
+    name: str
+    base_url: str
+    api_key_env: str = ""
+    api_style: str = "openai-chat"
+    website: str = ""
+    pricing_url: str = ""
+    requires_key: bool = True
+    extra_headers: dict = field(default_factory=dict)
+    notes: str = ""
+    endpoints: tuple[Seed, ...] = ()
+    claims: tuple[ClaimSeed, ...] = ()
+    max_concurrency: int = 2
+
+
+MODELS = [
+    Model("Llama 3.3 70B", "Llama", "70"),
+    Model("Llama 3.1 405B", "Llama", "405"),
+    Model("Llama 3.1 8B", "Llama", "8"),
+    Model("Llama 4 Scout", "Llama", "109"),
+    Model("Qwen3 32B", "Qwen", "32"),
+    Model("DeepSeek V3", "DeepSeek", "671"),
+    Model("GPT-4o", "GPT", open_weights=False),
+    Model("GPT-4o mini", "GPT", open_weights=False),
+    Model("GPT-4.1", "GPT", open_weights=False),
+    Model("GPT-4.1 mini", "GPT", open_weights=False),
+    Model("Claude Sonnet 4", "Claude", open_weights=False),
+    Model("Claude 3.5 Haiku", "Claude", open_weights=False),
+]
+
+PROVIDERS = [
+    ProviderSeed(
+        "Cerebras",
+        "https://api.cerebras.ai/v1",
+        "CEREBRAS_API_KEY",
+        website="https://www.cerebras.ai/inference",
+        pricing_url="https://www.cerebras.ai/pricing",
+        notes="Wafer-scale engine (WSE-3).",
+        endpoints=(
+            Seed("llama-3.3-70b", "Llama 3.3 70B", "0.85", "1.20"),
+            Seed("llama3.1-8b", "Llama 3.1 8B", "0.10", "0.10"),
+            Seed("llama-4-scout-17b-16e-instruct", "Llama 4 Scout", "0.65", "0.85"),
+            Seed("qwen-3-32b", "Qwen3 32B", "0.40", "0.80"),
+        ),
+        claims=(
+            ClaimSeed(
+                "Llama 3.3 70B",
+                "output_tps",
+                2100,
+                "Cerebras Inference: Llama 70B at 2,100 tokens/s",
+                "https://www.cerebras.ai/blog/cerebras-inference-3x-faster",
+                date(2024, 10, 24),
+            ),
+            ClaimSeed(
+                "Llama 3.1 405B",
+                "output_tps",
+                969,
+                "Llama 3.1 405B now runs at 969 tokens/s on Cerebras Inference",
+                "https://www.cerebras.ai/blog/llama-405b-inference",
+                date(2024, 11, 18),
+            ),
+            ClaimSeed(
+                "Llama 3.3 70B",
+                "ttft_ms",
+                65,
+                "Cerebras Inference time to first token",
+                "https://www.cerebras.ai/inference",
+                date(2024, 11, 18),
+                value_high=95,
+            ),
+        ),
+    ),
+    ProviderSeed(
+        "Groq",
+        "https://api.groq.com/openai/v1",
+        "GROQ_API_KEY",
+        website="https://groq.com",
+        pricing_url="https://groq.com/pricing",
+        notes="LPU inference.",
+        endpoints=(
+            Seed("llama-3.3-70b-versatile", "Llama 3.3 70B", "0.59", "0.79"),
+            Seed("llama-3.1-8b-instant", "Llama 3.1 8B", "0.05", "0.08"),
+            Seed("meta-llama/llama-4-scout-17b-16e-instruct", "Llama 4 Scout", "0.11", "0.34"),
+            Seed("qwen/qwen3-32b", "Qwen3 32B", "0.29", "0.59"),
+        ),
+        claims=(
+            ClaimSeed(
+                "Llama 3.3 70B",
+                "output_tps",
+                300,
+                "Groq model speeds (published tokens/s range for Llama 70B)",
+                "https://groq.com/pricing",
+                date(2024, 12, 6),
+                value_high=500,
+            ),
+        ),
+    ),
+    ProviderSeed(
+        "SambaNova",
+        "https://api.sambanova.ai/v1",
+        "SAMBANOVA_API_KEY",
+        website="https://cloud.sambanova.ai",
+        pricing_url="https://cloud.sambanova.ai/plans/pricing",
+        notes="Reconfigurable dataflow unit (RDU).",
+        endpoints=(
+            Seed("Meta-Llama-3.3-70B-Instruct", "Llama 3.3 70B", "0.60", "1.20"),
+            Seed("Meta-Llama-3.1-405B-Instruct", "Llama 3.1 405B", "5.00", "10.00"),
+            Seed("Meta-Llama-3.1-8B-Instruct", "Llama 3.1 8B", "0.10", "0.20"),
+        ),
+        claims=(
+            ClaimSeed(
+                "Llama 3.1 405B",
+                "output_tps",
+                132,
+                "SambaNova Cloud: Llama 3.1 405B at 132 tokens/s",
+                "https://sambanova.ai/blog/sambanova-cloud",
+                date(2024, 9, 10),
+            ),
+        ),
+    ),
+    ProviderSeed(
+        "Together AI",
+        "https://api.together.xyz/v1",
+        "TOGETHER_API_KEY",
+        website="https://www.together.ai",
+        pricing_url="https://www.together.ai/pricing",
+        notes="GPU cloud.",
+        endpoints=(
+            Seed("meta-llama/Llama-3.3-70B-Instruct-Turbo", "Llama 3.3 70B", "0.88", "0.88"),
+            Seed("meta-llama/Meta-Llama-3.1-405B-Instruct-Turbo", "Llama 3.1 405B", "3.50", "3.50"),
+            Seed("meta-llama/Meta-Llama-3.1-8B-Instruct-Turbo", "Llama 3.1 8B", "0.18", "0.18"),
+            Seed("deepseek-ai/DeepSeek-V3", "DeepSeek V3", "1.25", "1.25"),
+        ),
+    ),
+    ProviderSeed(
+        "Fireworks AI",
+        "https://api.fireworks.ai/inference/v1",
+        "FIREWORKS_API_KEY",
+        website="https://fireworks.ai",
+        pricing_url="https://fireworks.ai/pricing",
+        notes="GPU cloud.",
+        endpoints=(
+            Seed(
+                "accounts/fireworks/models/llama-v3p3-70b-instruct", "Llama 3.3 70B", "0.90", "0.90"
+            ),
+            Seed(
+                "accounts/fireworks/models/llama-v3p1-405b-instruct",
+                "Llama 3.1 405B",
+                "3.00",
+                "3.00",
+            ),
+            Seed(
+                "accounts/fireworks/models/llama-v3p1-8b-instruct", "Llama 3.1 8B", "0.20", "0.20"
+            ),
+            Seed("accounts/fireworks/models/deepseek-v3", "DeepSeek V3", "0.90", "0.90"),
+        ),
+    ),
+    ProviderSeed(
+        "OpenAI",
+        "https://api.openai.com/v1",
+        "OPENAI_API_KEY",
+        website="https://openai.com/api",
+        pricing_url="https://openai.com/api/pricing",
+        endpoints=(
+            Seed("gpt-4o", "GPT-4o", "2.50", "10.00", "1.25"),
+            Seed("gpt-4o-mini", "GPT-4o mini", "0.15", "0.60", "0.075"),
+            Seed("gpt-4.1", "GPT-4.1", "2.00", "8.00", "0.50"),
+            Seed("gpt-4.1-mini", "GPT-4.1 mini", "0.40", "1.60", "0.10"),
+        ),
+    ),
+    ProviderSeed(
+        "Anthropic",
+        "https://api.anthropic.com/v1",
+        "ANTHROPIC_API_KEY",
+        api_style="anthropic-messages",
+        website="https://www.anthropic.com/api",
+        pricing_url="https://www.anthropic.com/pricing#api",
+        endpoints=(
+            Seed("claude-sonnet-4-20250514", "Claude Sonnet 4", "3.00", "15.00", "0.30"),
+            Seed("claude-3-5-haiku-20241022", "Claude 3.5 Haiku", "0.80", "4.00", "0.08"),
+        ),
+    ),
+    ProviderSeed(
+        "DeepInfra",
+        "https://api.deepinfra.com/v1/openai",
+        "DEEPINFRA_API_KEY",
+        website="https://deepinfra.com",
+        pricing_url="https://deepinfra.com/pricing",
+        notes="GPU cloud.",
+        endpoints=(
+            Seed("meta-llama/Llama-3.3-70B-Instruct-Turbo", "Llama 3.3 70B", "0.23", "0.40"),
+            Seed("meta-llama/Meta-Llama-3.1-405B-Instruct", "Llama 3.1 405B", "0.80", "0.80"),
+            Seed("meta-llama/Meta-Llama-3.1-8B-Instruct", "Llama 3.1 8B", "0.03", "0.05"),
+            Seed("deepseek-ai/DeepSeek-V3", "DeepSeek V3", "0.49", "0.89"),
+        ),
+    ),
+    ProviderSeed(
+        "OpenRouter",
+        "https://openrouter.ai/api/v1",
+        "OPENROUTER_API_KEY",
+        website="https://openrouter.ai",
+        pricing_url="https://openrouter.ai/models",
+        extra_headers={"X-Title": "Inferwatch"},
+        notes="A router: the serving provider varies per request, so its speed is a blend.",
+        endpoints=(
+            Seed("meta-llama/llama-3.3-70b-instruct", "Llama 3.3 70B", "0.12", "0.30"),
+            Seed("openai/gpt-4o-mini", "GPT-4o mini", "0.15", "0.60"),
+        ),
+    ),
+    # Templates for servers you run yourself: no key, no price; enable them in the admin
+    # after pointing the base URL at your server.
+    ProviderSeed(
+        "vLLM (local)",
+        "http://127.0.0.1:8001/v1",
+        requires_key=False,
+        website="https://docs.vllm.ai",
+        notes="Template: `vllm serve meta-llama/Llama-3.1-8B-Instruct --port 8001`.",
+        endpoints=(Seed("meta-llama/Llama-3.1-8B-Instruct", "Llama 3.1 8B"),),
+    ),
+    ProviderSeed(
+        "llama.cpp (local)",
+        "http://127.0.0.1:8080/v1",
+        requires_key=False,
+        website="https://github.com/ggml-org/llama.cpp",
+        notes="Template: `llama-server -m model.gguf --port 8080` (serves one model).",
+        endpoints=(Seed("llama-3.1-8b-instruct", "Llama 3.1 8B"),),
+        max_concurrency=1,
+    ),
+    ProviderSeed(
+        "Ollama (local)",
+        "http://127.0.0.1:11434/v1",
+        requires_key=False,
+        website="https://ollama.com",
+        notes="Template: `ollama pull llama3.1:8b` then `ollama serve`.",
+        endpoints=(Seed("llama3.1:8b", "Llama 3.1 8B"),),
+        max_concurrency=1,
+    ),
+]
+
+
+@dataclass(frozen=True)
+class DemoSeed:
+    """A simulated provider; `profile` is the simulator's model name selecting its speed."""
+
+    name: str
+    profile: str
+    notes: str
+
+
+# Profile names must match probes/simulator's profiles (the model name selects one).
+DEMO_PROVIDERS = [
+    DemoSeed("Wafer-scale demo", "sim-blazing", "Simulates a ~2,100 tok/s wafer-scale engine."),
+    DemoSeed("LPU demo", "sim-fast", "Simulates a fast LPU (a few hundred tok/s)."),
+    DemoSeed("GPU cloud demo", "sim-gpu", "Simulates a ~120 tok/s GPU cloud."),
+    DemoSeed("Flaky demo", "sim-flaky", "Simulates a provider whose streams break."),
+]
+# Every demo endpoint serves the same model, so the demo shows a side-by-side comparison,
+# and has a list price, so cost columns fill too.
+DEMO_ENDPOINT = Seed("", "Llama 3.3 70B", "0.60", "0.80")
+
+
+@dataclass
+class LoadReport:
+    created: dict[str, int] = field(default_factory=dict)
+
+    def add(self, kind: str, created: bool) -> None:
+        self.created[kind] = self.created.get(kind, 0) + int(created)
+
+    def __bool__(self) -> bool:
+        return any(self.created.values())
+
+    def __str__(self) -> str:
+        return ", ".join(f"{n} new {kind}" for kind, n in self.created.items() if n)
+
+
+def load_workloads(report: LoadReport) -> list[Workload]:
+    """The suite from probes/workloads.py; its definitions win (they are code).
+
+    Returns the standard workloads every endpoint is probed with: all but the reasoning
+    one, whose long thinking budget only suits reasoning models (add its probes by hand).
+    """
+    standard = []
+    for spec in WORKLOADS:
+        workload, created = Workload.objects.update_or_create(
+            slug=spec.slug,
+            defaults={
+                "name": spec.name,
+                "description": spec.description,
+                "messages": spec.messages,
+                "max_tokens": spec.max_tokens,
+            },
+        )
+        report.add("workloads", created)
+        if not spec.reasoning:
+            standard.append(workload)
+    return standard
+
+
+def _canonical(name: str, report: LoadReport) -> CanonicalModel:
+    spec = next(m for m in MODELS if m.name == name)
+    model, created = CanonicalModel.objects.get_or_create(
+        slug=slugify(name.replace(".", "-")),
+        defaults={
+            "name": spec.name,
+            "family": spec.family,
+            "parameters_b": Decimal(spec.parameters_b) if spec.parameters_b else None,
+            "open_weights": spec.open_weights,
+        },
+    )
+    report.add("models", created)
+    return model
+
+
+def _endpoint(provider: Provider, seed: Seed, source_url: str, report: LoadReport) -> Endpoint:
+    endpoint, created = Endpoint.objects.get_or_create(
+        provider=provider,
+        model_id=seed.model_id,
+        defaults={"canonical_model": _canonical(seed.model, report)},
+    )
+    report.add("endpoints", created)
+    if seed.input_per_m is not None:
+        _, created = Price.objects.get_or_create(
+            endpoint=endpoint,
+            effective_from=CATALOG_AS_OF,
+            defaults={
+                "input_per_m": Decimal(seed.input_per_m),
+                "output_per_m": Decimal(seed.output_per_m),
+                "cached_input_per_m": Decimal(seed.cached_input_per_m)
+                if seed.cached_input_per_m
+                else None,
+                "source_url": source_url,
+            },
+        )
+        report.add("prices", created)
+    return endpoint
+
+
+def _probes(
+    endpoint: Endpoint,
+    workloads: list[Workload],
+    region: str,
+    report: LoadReport,
+    interval_s: int | None = None,
+) -> None:
+    """One probe per workload; `interval_s` None means the seed intervals."""
+    for workload in workloads:
+        every = interval_s or SEED_INTERVAL_OVERRIDES_S.get(workload.slug, SEED_INTERVAL_S)
+        _, created = Probe.objects.get_or_create(
+            endpoint=endpoint,
+            workload=workload,
+            region=region,
+            defaults={"interval_s": every, "jitter_s": min(10, every // 6)},
+        )
+        report.add("probes", created)
+
+
+def _claim(provider: Provider, seed: ClaimSeed, report: LoadReport) -> None:
+    _, created = Claim.objects.get_or_create(
+        provider=provider,
+        canonical_model=_canonical(seed.model, report),
+        metric=seed.metric,
+        source_title=seed.source_title,
+        defaults={
+            "value": seed.value,
+            "value_high": seed.value_high,
+            "source_url": seed.source_url,
+            "published_on": seed.published_on,
+            "notes": seed.notes,
+        },
+    )
+    report.add("claims", created)
+
+
+@transaction.atomic
+def load_catalog(region: str) -> LoadReport:
+    """Load models, workloads, the seed providers (disabled until a key is set), their
+    endpoints, prices, claims and one probe per endpoint × standard workload in `region`."""
+    report = LoadReport()
+    workloads = load_workloads(report)
+    for seed in PROVIDERS:
+        provider, created = Provider.objects.get_or_create(
+            slug=slugify(seed.name),
+            defaults={
+                "name": seed.name,
+                "api_style": seed.api_style,
+                "base_url": seed.base_url,
+                "api_key_env": seed.api_key_env,
+                "requires_key": seed.requires_key,
+                "extra_headers": seed.extra_headers,
+                "max_concurrency": seed.max_concurrency,
+                "website": seed.website,
+                "notes": seed.notes,
+                "enabled": False,
+            },
+        )
+        report.add("providers", created)
+        for endpoint_seed in seed.endpoints:
+            endpoint = _endpoint(provider, endpoint_seed, seed.pricing_url, report)
+            _probes(endpoint, workloads, region, report)
+        for claim_seed in seed.claims:
+            _claim(provider, claim_seed, report)
+    return report
+
+
+@transaction.atomic
+def load_demo(region: str, simulator_url: str) -> LoadReport:
+    """Simulated providers served by our own simulator, enabled, probed every minute."""
+    report = LoadReport()
+    workloads = load_workloads(report)
+    base_url = simulator_url.rstrip("/") + "/v1"
+    for seed in DEMO_PROVIDERS:
+        provider, created = Provider.objects.get_or_create(
+            slug=slugify(seed.name),
+            defaults={
+                "name": seed.name,
+                "base_url": base_url,
+                "requires_key": False,
+                "simulated": True,
+                "enabled": True,
+                "max_concurrency": 4,
+                "notes": f"{seed.notes} Served by Inferwatch's simulator; not a real vendor.",
+            },
+        )
+        if not created and provider.base_url != base_url:
+            # The simulator moves with SIMULATOR_URL; keep the demo pointing at it.
+            provider.base_url = base_url
+            provider.save(update_fields=["base_url", "updated"])
+        report.add("providers", created)
+        endpoint = _endpoint(provider, replace(DEMO_ENDPOINT, model_id=seed.profile), "", report)
+        _probes(endpoint, workloads, region, report, interval_s=DEMO_INTERVAL_S)
+    return report

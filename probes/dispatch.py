@@ -1,0 +1,139 @@
+"""The dispatcher: claim the probes that are due and queue one run per slot.
+
+Claiming is healthchecks-style, without locks: read the due probes, then for each
+`UPDATE … SET next_run_at = <next slot> WHERE id = … AND next_run_at = <what we read>`
+and send the task only if exactly one row changed. Two dispatchers (two beats, or a
+tick that overlaps the previous one) race on that UPDATE; Postgres lets one win per slot.
+
+Each tick claims the slots falling before the next tick and queues them with a countdown
+to their exact time, so starts are on time whatever the tick interval. Each task goes to
+the queue of the probe's region (`probes.<region>`), with a random extra delay within
+the probe's jitter and `expires` at the next slot: a backed-up queue
+drops stale slots instead of running a burst of them.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from django.conf import settings
+from django.db.models import DateTimeField, ExpressionWrapper, F, Q
+
+from probes.models import Probe
+
+log = logging.getLogger(__name__)
+
+ONE_SECOND = timedelta(seconds=1)
+
+
+def queue_for(region: str) -> str:
+    return f"probes.{region}"
+
+
+@dataclass(frozen=True)
+class Slot:
+    probe_id: int
+    region: str
+    slot_at: datetime  # the scheduled time this run fills (the idempotency key)
+    next_at: datetime  # the probe's next slot: the task expires then
+    delay_s: float  # jitter: start this long after slot_at
+
+    @property
+    def queue(self) -> str:
+        return queue_for(self.region)
+
+
+def due_at(probe: Probe) -> datetime:
+    """When the probe's next slot falls.
+
+    Normally next_run_at; but if the interval was shortened in the admin since the last
+    dispatch, the new interval counts from the last slot (takes effect at once).
+    """
+    if probe.last_dispatched_at is None:
+        return probe.next_run_at
+    return min(probe.next_run_at, probe.last_dispatched_at + probe.interval_s * ONE_SECOND)
+
+
+def following_slot(slot_at: datetime, interval_s: int, now: datetime) -> datetime:
+    """The first slot after `now` on the probe's cadence (missed slots are skipped)."""
+    interval = interval_s * ONE_SECOND
+    following = slot_at + interval
+    if following <= now:
+        following += ((now - following) // interval + 1) * interval
+    return following
+
+
+def due_probes(now: datetime):
+    last_plus_interval = ExpressionWrapper(
+        F("last_dispatched_at") + F("interval_s") * ONE_SECOND, output_field=DateTimeField()
+    )
+    return (
+        Probe.objects.active()
+        .alias(interval_due=last_plus_interval)
+        .filter(Q(next_run_at__lte=now) | Q(interval_due__lte=now))
+        .order_by("next_run_at")
+        .only("id", "region", "interval_s", "jitter_s", "next_run_at", "last_dispatched_at")
+    )
+
+
+def claim(
+    probe: Probe, now: datetime, horizon: datetime | None = None, rng: random.Random | None = None
+) -> Slot | None:
+    """Move the probe to its next slot if nobody else did; the claimed slot, or None.
+
+    Slots up to `horizon` (a tick ahead) are claimed now and start at their exact time
+    (countdown), so the tick interval adds no delay.
+    """
+    horizon = horizon or now
+    slot_at = due_at(probe)
+    if slot_at > horizon:
+        return None
+    next_at = following_slot(slot_at, probe.interval_s, horizon)
+    won = Probe.objects.filter(
+        pk=probe.pk,
+        next_run_at=probe.next_run_at,
+        last_dispatched_at=probe.last_dispatched_at,
+    ).update(next_run_at=next_at, last_dispatched_at=slot_at)
+    if won != 1:
+        return None
+    jitter = min(probe.jitter_s, max(0, probe.interval_s - 1))
+    delay = max(0.0, (slot_at - now).total_seconds())
+    delay += (rng or random).uniform(0, jitter) if jitter else 0.0
+    return Slot(probe.pk, probe.region, slot_at, next_at, delay)
+
+
+def unclaim(probe: Probe, slot: Slot) -> None:
+    """Put a claimed slot back (its task could not be sent): the next tick retries it."""
+    Probe.objects.filter(pk=probe.pk, next_run_at=slot.next_at).update(
+        next_run_at=probe.next_run_at, last_dispatched_at=probe.last_dispatched_at
+    )
+
+
+def dispatch_due(
+    send: Callable[[Slot], None],
+    now: datetime | None = None,
+    lookahead_s: float | None = None,
+    limit: int = 5000,
+) -> list[Slot]:
+    """Claim every probe due before the next tick and `send` its slot; the slots sent."""
+    now = now or datetime.now(UTC)
+    if lookahead_s is None:
+        lookahead_s = settings.DISPATCH_INTERVAL_S
+    horizon = now + timedelta(seconds=lookahead_s)
+    sent = []
+    for probe in due_probes(horizon)[:limit]:
+        slot = claim(probe, now, horizon)
+        if slot is None:
+            continue
+        try:
+            send(slot)
+        except Exception:
+            unclaim(probe, slot)
+            log.exception("Could not queue probe %s; it will be retried next tick", probe.pk)
+            raise
+        sent.append(slot)
+    return sent

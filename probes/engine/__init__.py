@@ -1,0 +1,32 @@
+"""The measurement engine: plain Python, no Django (see shared/metrics.md).
+
+from probes.engine import ProbeRequest, measure_sync
+result = measure_sync(ProbeRequest(api="openai-chat", base_url=URL, model=ID))
+"""
+
+from .calibration import Calibration, calibrate
+from .client import measure, measure_sync
+from .request import APIS, Limits, Prices, ProbeRequest
+from .result import (
+    METHODOLOGY_VERSION,
+    MIN_SPEED_TOKENS,
+    RETRYABLE_STATUSES,
+    STATUSES,
+    RunResult,
+)
+
+__all__ = [
+    "APIS",
+    "METHODOLOGY_VERSION",
+    "MIN_SPEED_TOKENS",
+    "RETRYABLE_STATUSES",
+    "STATUSES",
+    "Calibration",
+    "Limits",
+    "Prices",
+    "ProbeRequest",
+    "RunResult",
+    "calibrate",
+    "measure",
+    "measure_sync",
+]

@@ -1,0 +1,425 @@
+"""Stream one request and time what arrives: the lean reader of the measurement engine.
+
+Why it looks the way it does (see shared/client-accuracy.md for the measurements):
+
+* Stamp at the read, parse inline. Each chunk from httpx's raw byte stream is stamped
+  with ``perf_counter_ns`` before anything else and fed straight to the SSE parser, which
+  gives every event in it that timestamp. No line iterator, no per-event objects.
+* Limits without per-read cost. A single timer callback (the watchdog) re-arms itself on
+  the next deadline (connect / first token / stall / total) and cancels the task when one
+  passes; the read loop only stores timestamps it stores anyway.
+* Garbage collector off during streams, collect + freeze between them: collection
+  pauses of 60-100 ms otherwise land inside concurrent streams.
+* Warm connection. A cheap GET on the same host first, so that TTFT is measured on an
+  open connection as a pooled client sees it; connection phases are timed via httpx's
+  ``trace`` extension and reported as ``connect_ms``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import functools
+import gc
+import ssl
+import threading
+import time
+from time import perf_counter_ns
+from typing import Any
+
+import httpx
+
+from . import fastread, http_errors, tokens
+from .dialects import StreamRecorder, new_recorder
+from .metrics import fill_metrics, stream_counts
+from .request import ProbeRequest
+from .result import RunResult
+from .sse import EventTooLarge, SSEParser
+
+# After an error event, wait at most this long for the server to end the stream.
+_ERROR_GRACE_NS = 2_000_000_000
+
+
+class ResponseTooLarge(Exception):
+    pass
+
+
+# -- streams in flight -----------------------------------------------------------------
+
+# Streams of this process now between t0 and the end of their read loop. A stream that
+# has ended computes its metrics only once the others are quiet (or after _QUIET_MAX_S):
+# its timestamps are taken, but theirs are not yet, and tokenising would delay them.
+_reading = 0
+_reading_lock = threading.Lock()
+_QUIET_MAX_S = 2.0
+
+
+def _reading_add(delta: int) -> None:
+    global _reading
+    with _reading_lock:
+        _reading += delta
+
+
+async def _until_quiet() -> None:
+    waited = 0.0
+    while _reading > 0 and waited < _QUIET_MAX_S:
+        await asyncio.sleep(0.005)
+        waited += 0.005
+
+
+# -- garbage collector ----------------------------------------------------------------
+
+_gc_lock = threading.Lock()
+_gc_active = 0
+_gc_was_enabled = True
+_gc_runs = 0
+_FULL_COLLECT_EVERY = 50  # runs; a full collection walks every frozen object too
+
+
+def _gc_enter() -> None:
+    global _gc_active, _gc_was_enabled, _gc_runs
+    with _gc_lock:
+        if _gc_active == 0:
+            # Between streams: reclaim cycles, then move survivors out of the GC's way.
+            # Frozen objects are skipped by gc.collect(), which keeps this cheap; now and
+            # then unfreeze first so cycles among once-frozen objects are reclaimed too.
+            _gc_was_enabled = gc.isenabled()
+            _gc_runs += 1
+            if _gc_runs % _FULL_COLLECT_EVERY == 1:
+                gc.unfreeze()
+            gc.collect()
+            gc.freeze()
+            gc.disable()
+        _gc_active += 1
+
+
+def _gc_exit() -> None:
+    global _gc_active
+    with _gc_lock:
+        _gc_active -= 1
+        if _gc_active == 0 and _gc_was_enabled:
+            gc.enable()
+
+
+@functools.cache
+def _ssl_context() -> ssl.SSLContext:
+    """One TLS context per process: building one (loading the CA bundle) costs ~10-20 ms
+    of CPU, which would otherwise land on concurrent streams at every probe's start."""
+    import certifi
+
+    return ssl.create_default_context(cafile=certifi.where())
+
+
+# -- one measurement ------------------------------------------------------------------
+
+
+class _Measurement:
+    def __init__(self, req: ProbeRequest) -> None:
+        self.req = req
+        self.result = RunResult(api=req.api, model=req.model)
+        self.rec: StreamRecorder = new_recorder(req.api)
+        self.parser = SSEParser(self.rec.on_event, self.rec.on_comment, req.limits.max_event_bytes)
+        self.t0 = 0
+        self.t_end: int | None = None
+        self.t_headers: int | None = None
+        self.streamed = False  # a 2xx event stream was being read
+        self.failure: tuple[str, str] | None = None  # (status, message) from I/O
+        self.timed_out: str | None = None
+        self._watchdog: asyncio.TimerHandle | None = None
+        self._connect_started: int | None = None
+        self._connect_ms: float | None = None
+        self._in_measured_request = False
+        self._measured_request_connected = False
+        self._cpu0 = 0.0
+        self._cpu_ms: float | None = None
+        self.read_path: str | None = None  # "transport" (fastread) or "aiter_raw"
+
+    # httpx/httpcore call this at each connection and request phase.
+    async def _trace(self, name: str, info: dict[str, Any]) -> None:
+        if name == "connection.connect_tcp.started":
+            self._connect_started = perf_counter_ns()
+            if self._in_measured_request:
+                self._measured_request_connected = True
+        elif name in ("connection.connect_tcp.complete", "connection.start_tls.complete"):
+            if self._connect_started is not None:
+                self._connect_ms = round((perf_counter_ns() - self._connect_started) / 1e6, 3)
+        elif name == "http11.receive_response_headers.complete":
+            self.t_headers = perf_counter_ns()
+
+    async def run(self) -> RunResult:
+        req, result = self.req, self.result
+        result.started_at = dt.datetime.now(dt.UTC)
+        tokens.encoding()  # loaded once per process, never inside anyone's stream
+        limits = req.limits
+        timeout = httpx.Timeout(
+            connect=limits.connect_s, read=None, write=limits.connect_s, pool=limits.connect_s
+        )
+        _gc_enter()
+        try:
+            async with httpx.AsyncClient(
+                timeout=timeout,
+                limits=httpx.Limits(max_connections=1, max_keepalive_connections=1),
+                follow_redirects=False,
+                verify=_ssl_context(),
+            ) as client:
+                if req.warm:
+                    await self._warm_up(client)
+                _reading_add(1)
+                try:
+                    await self._measure(client)
+                finally:
+                    _reading_add(-1)
+            await _until_quiet()
+            counts = await stream_counts(self.rec)
+        finally:
+            _gc_exit()
+        self._finish(counts)
+        return result
+
+    async def _warm_up(self, client: httpx.AsyncClient) -> None:
+        headers = {k: v for k, v in self.req.headers().items() if k != "content-type"}
+        try:
+            response = await client.get(
+                self.req.warmup_url(), headers=headers, extensions={"trace": self._trace}
+            )
+            # Close explicitly even on errors so the connection goes back to the pool.
+            await response.aclose()
+        except httpx.HTTPError:
+            pass  # the measured request will meet (and report) the same problem
+
+    async def _measure(self, client: httpx.AsyncClient) -> None:
+        req = self.req
+        headers = req.headers()
+        headers.setdefault("accept-encoding", "identity")  # compression delays delivery
+        body = req.body()
+        url = req.url()
+        task = asyncio.current_task()
+        assert task is not None
+        self._in_measured_request = True
+        self._cpu0 = time.process_time()
+        self.t0 = t0 = perf_counter_ns()
+        self.result.t0_ns = t0
+        self._arm_watchdog(task, t0)
+        try:
+            async with client.stream(
+                "POST", url, content=body, headers=headers, extensions={"trace": self._trace}
+            ) as response:
+                await self._read_response(response)
+        except asyncio.CancelledError:
+            if self.timed_out is None:
+                raise  # cancelled by our caller, not by a limit
+            task.uncancel()
+            self.failure = (self.timed_out, f"{self.timed_out.replace('_', ' ')} limit reached")
+        except (EventTooLarge, fastread.BodyError) as exc:
+            self.failure = ("protocol_error", str(exc))
+        except ResponseTooLarge as exc:
+            self.failure = ("protocol_error", str(exc))
+        except httpx.HTTPError as exc:
+            self.failure = self._classify(exc)
+        finally:
+            if self._watchdog is not None:
+                self._watchdog.cancel()
+        if self.t_end is None:
+            self.t_end = perf_counter_ns()
+        self._cpu_ms = round((time.process_time() - self._cpu0) * 1e3, 3)
+        if self.streamed and not self.rec.finished:
+            self.parser.close()
+
+    def _classify(self, exc: httpx.HTTPError) -> tuple[str, str]:
+        msg = http_errors.short(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
+        if isinstance(exc, httpx.ConnectTimeout | httpx.PoolTimeout):
+            return "timeout_connect", msg
+        if isinstance(exc, httpx.RemoteProtocolError) and self.streamed:
+            # The peer closed (or broke framing) mid-body: the stream ended without
+            # its completion marker. A reset (ECONNRESET) is a ReadError instead.
+            return "truncated", msg
+        if isinstance(exc, httpx.DecodingError | httpx.LocalProtocolError):
+            return "protocol_error", msg
+        if isinstance(exc, httpx.UnsupportedProtocol | httpx.InvalidURL):
+            return "network_error", msg
+        return "network_error", msg
+
+    def _arm_watchdog(self, task: asyncio.Task[Any], t0: int) -> None:
+        loop = asyncio.get_running_loop()
+        limits = self.req.limits
+        total_dl = t0 + int(limits.total_s * 1e9)
+        first_dl = t0 + int(limits.first_token_s * 1e9)
+        stall_ns = int(limits.stall_s * 1e9)
+        rec = self.rec
+
+        def check() -> None:
+            now = perf_counter_ns()
+            if rec.first_output_t is None:
+                deadline, kind = (first_dl, "timeout_first_token")
+            else:
+                deadline, kind = (rec.last_output_t + stall_ns, "timeout_stall")  # type: ignore[operator]
+            if total_dl <= deadline:
+                deadline, kind = total_dl, "timeout_total"
+            if rec.error_t is not None and rec.error_t + _ERROR_GRACE_NS < deadline:
+                deadline, kind = rec.error_t + _ERROR_GRACE_NS, "stream_error"
+            if now >= deadline:
+                self._watchdog = None
+                self.timed_out = kind
+                self.t_end = now
+                task.cancel()
+                return
+            self._watchdog = loop.call_later((deadline - now) / 1e9, check)
+
+        self._watchdog = loop.call_later(min(limits.first_token_s, limits.total_s), check)
+
+    async def _read_response(self, response: httpx.Response) -> None:
+        result = self.result
+        t_headers = self.t_headers or perf_counter_ns()
+        result.ttfb_ms = round((t_headers - self.t0) / 1e6, 3)
+        result.http_status = code = response.status_code
+        if not 200 <= code < 300:
+            await self._read_http_error(response)
+            return
+        ctype = response.headers.get("content-type", "").lower()
+        if "text/html" in ctype:
+            body = await self._read_limited(response, 4096)
+            self.t_end = perf_counter_ns()
+            self.failure = (
+                "protocol_error",
+                http_errors.short(f"expected an event stream, got {ctype}: {body[:200]!r}"),
+            )
+            return
+        if ctype.startswith("application/json"):
+            await self._read_json_body(response)
+            return
+
+        self.streamed = True
+        rec = self.rec
+        feed = self.parser.feed
+        max_bytes = self.req.limits.max_response_bytes
+        reader = fastread.take_over(response, feed, lambda: rec.finished, max_bytes)
+        if reader is not None:
+            self.read_path = "transport"
+            await reader.wait()
+            self.t_end = rec.marker_t if rec.done_seen else (reader.t_done or perf_counter_ns())
+            return
+        self.read_path = "aiter_raw"
+        n_bytes = 0
+        encoding = response.headers.get("content-encoding", "identity").lower()
+        chunks = response.aiter_raw() if encoding in ("", "identity") else response.aiter_bytes()
+        async for chunk in chunks:
+            t = perf_counter_ns()  # stamp first: the earliest moment we saw these bytes
+            feed(chunk, t)
+            if rec.finished:
+                break
+            # Checked after parsing: one read is at most 64 KiB, and what it held counts.
+            n_bytes += len(chunk)
+            if n_bytes > max_bytes:
+                raise ResponseTooLarge(f"response larger than {max_bytes} bytes")
+        self.t_end = rec.marker_t if rec.done_seen else perf_counter_ns()
+
+    async def _read_limited(self, response: httpx.Response, limit: int) -> bytes:
+        parts: list[bytes] = []
+        size = 0
+        async for chunk in response.aiter_bytes():
+            parts.append(chunk)
+            size += len(chunk)
+            if size >= limit:
+                break
+        return b"".join(parts)[:limit]
+
+    async def _read_http_error(self, response: httpx.Response) -> None:
+        body = await self._read_limited(response, http_errors.ERROR_BODY_LIMIT)
+        self.t_end = perf_counter_ns()
+        code = response.status_code
+        message, detail = http_errors.error_from_body(body)
+        result = self.result
+        result.error_detail = detail
+        result.retry_after_s = http_errors.retry_after(response.headers)
+        result.rate_limit = http_errors.rate_limit(response.headers)
+        reason = response.reason_phrase or ""
+        text = f"HTTP {code} {reason}".strip()
+        self.failure = (
+            http_errors.status_for_http(code),
+            http_errors.short(f"{text}: {message}" if message else text),
+        )
+
+    async def _read_json_body(self, response: httpx.Response) -> None:
+        """A 200 with a JSON body: an error object, or a server that did not stream."""
+        body = await self._read_limited(response, http_errors.ERROR_BODY_LIMIT)
+        self.t_end = perf_counter_ns()
+        message, detail = http_errors.error_from_body(body)
+        if isinstance(detail, dict) and isinstance(message, str) and b'"error"' in body:
+            self.result.error_detail = detail
+            self.failure = ("stream_error", message)
+        else:
+            self.failure = ("protocol_error", "server answered with JSON, not an event stream")
+
+    def _finish(self, counts: Any) -> None:
+        result, rec = self.result, self.rec
+        result.connect_ms = self._connect_ms
+        result.cold_connection = (not self.req.warm) or self._measured_request_connected
+        fill_metrics(
+            result,
+            rec,
+            self.t0,
+            self.t_end,
+            streamed=self.streamed,
+            prices=self.req.prices,
+            include_text=self.req.include_text,
+            counts=counts,
+        )
+        if result.stream is not None:
+            result.stream["incomplete_event_discarded"] = self.parser.incomplete_event_discarded
+            # Process CPU from t0 to the end of the read loop (all streams of the process).
+            result.stream["client_cpu_ms"] = self._cpu_ms
+            result.stream["read_path"] = self.read_path
+        status, error = self._status()
+        result.status = status
+        if error is not None:
+            result.error = error
+
+    def _status(self) -> tuple[str, str | None]:
+        rec = self.rec
+        if rec.protocol_error is not None:
+            return "protocol_error", http_errors.short(rec.protocol_error)
+        if rec.error is not None:
+            self.result.error_detail = rec.error
+            return "stream_error", http_errors.message_of(rec.error) or "error event in stream"
+        if self.failure is not None:
+            return self.failure
+        if rec.complete(self.parser.incomplete_event_discarded):
+            if self.result.output_events:
+                return "ok", None
+            return "empty", "stream completed without any output"
+        if self.parser.incomplete_event_discarded:
+            return "truncated", "stream ended inside an event"
+        return "truncated", "stream ended without its completion marker"
+
+
+async def measure(req: ProbeRequest) -> RunResult:
+    """Stream ``req`` once and return every metric of shared/metrics.md.
+
+    Never raises for a failed measurement: the failure is the result's ``status``.
+    """
+    return await _Measurement(req).run()
+
+
+def measure_sync(req: ProbeRequest) -> RunResult:
+    """``measure`` on a fresh event loop (safe in a Celery prefork worker or a script).
+
+    Called from inside a running loop, it runs on a helper thread with its own loop.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(measure(req))
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["result"] = asyncio.run(measure(req))
+        except BaseException as exc:  # re-raised in the caller's thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, name="inferwatch-measure")
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    return box["result"]

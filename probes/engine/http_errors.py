@@ -1,0 +1,137 @@
+"""Non-2xx responses: status mapping, error messages, retry-after and rate-limit headers."""
+
+from __future__ import annotations
+
+import datetime as dt
+import email.utils
+import re
+from typing import Any
+
+import orjson
+
+ERROR_BODY_LIMIT = 64 * 1024
+
+
+def status_for_http(code: int) -> str:
+    if code in (401, 403):
+        return "auth_error"
+    if code == 404:
+        return "not_found"
+    if code == 429:
+        return "rate_limited"
+    if code >= 500:
+        return "server_error"
+    return "http_error"
+
+
+def short(text: str, limit: int = 300) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def error_from_body(body: bytes) -> tuple[str | None, Any]:
+    """(short message, provider error object) from an error response body."""
+    if not body:
+        return None, None
+    try:
+        obj = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        text = re.sub(rb"<[^>]*>", b" ", body[:4096]).decode("utf-8", "replace")
+        return (short(text) or None), None
+    return message_of(obj), (obj.get("error", obj) if isinstance(obj, dict) else obj)
+
+
+def message_of(obj: Any) -> str | None:
+    """A short message from any of the error shapes providers use."""
+    if isinstance(obj, dict):
+        err = obj.get("error", obj)
+        if isinstance(err, str):
+            return short(err)
+        if isinstance(err, dict):
+            msg = err.get("message") or err.get("detail") or err.get("msg")
+            kind = err.get("type") or err.get("code")
+            if msg and kind:
+                return short(f"{kind}: {msg}")
+            if msg or kind:
+                return short(str(msg or kind))
+        detail = obj.get("detail") or obj.get("message")
+        if detail:
+            return short(str(detail))
+    if obj is None:
+        return None
+    return short(str(obj))
+
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+
+
+def parse_seconds(value: str | None) -> float | None:
+    """'5', '1.5', '8m38.4s', '250ms', RFC 3339 or HTTP-date -> seconds from now."""
+    if value is None:
+        return None
+    value = value.strip()
+    if not value:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    parts = _DURATION.findall(value)
+    if parts and "".join(n + u for n, u in parts) == value:
+        scale = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+        return round(sum(float(n) * scale[u] for n, u in parts), 6)
+    when: dt.datetime | None = None
+    try:
+        when = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.UTC)
+    return round(max(0.0, (when - dt.datetime.now(dt.UTC)).total_seconds()), 3)
+
+
+def retry_after(headers: Any) -> float | None:
+    """Seconds to wait: ``retry-after-ms`` first (OpenAI), then ``retry-after``."""
+    ms = headers.get("retry-after-ms")
+    if ms is not None:
+        try:
+            return float(ms) / 1000.0
+        except ValueError:
+            pass
+    return parse_seconds(headers.get("retry-after"))
+
+
+def _int(value: str | None) -> int | None:
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def rate_limit(headers: Any) -> dict[str, Any] | None:
+    """x-ratelimit-* (OpenAI, Groq; Cerebras adds -day/-minute) or anthropic-ratelimit-*."""
+    out: dict[str, Any] = {}
+    for kind in ("requests", "tokens"):
+        for prefix in ("x-ratelimit", "anthropic-ratelimit"):
+            for suffix in ("", "-day", "-minute"):
+                limit = _int(headers.get(f"{prefix}-limit-{kind}{suffix}"))
+                if prefix == "anthropic-ratelimit":
+                    limit = _int(headers.get(f"{prefix}-{kind}-limit"))
+                remaining = _int(
+                    headers.get(f"{prefix}-remaining-{kind}{suffix}")
+                    or headers.get(f"{prefix}-{kind}-remaining")
+                )
+                reset = parse_seconds(
+                    headers.get(f"{prefix}-reset-{kind}{suffix}")
+                    or headers.get(f"{prefix}-{kind}-reset")
+                )
+                if limit is not None and f"limit_{kind}" not in out:
+                    out[f"limit_{kind}"] = limit
+                if remaining is not None and f"remaining_{kind}" not in out:
+                    out[f"remaining_{kind}"] = remaining
+                if reset is not None and f"reset_{kind}_seconds" not in out:
+                    out[f"reset_{kind}_seconds"] = reset
+    return out or None

@@ -1,0 +1,119 @@
+"""What to measure: the request, its limits and the prices to cost it with."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+APIS = ("openai-chat", "anthropic-messages", "openai-responses")
+ANTHROPIC_VERSION = "2023-06-01"
+
+
+@dataclass(frozen=True)
+class Limits:
+    """When to give up. Each limit maps to one status of metrics.md."""
+
+    connect_s: float = 10.0  # DNS + TCP + TLS -> timeout_connect
+    first_token_s: float = 60.0  # t0 -> first output event -> timeout_first_token
+    stall_s: float = 30.0  # gap between output events -> timeout_stall
+    total_s: float = 300.0  # t0 -> end of stream -> timeout_total
+    max_response_bytes: int = 32 * 1024 * 1024  # body size -> protocol_error
+    max_event_bytes: int = 4 * 1024 * 1024  # one SSE event or line -> protocol_error
+
+
+@dataclass(frozen=True)
+class Prices:
+    """USD per million tokens, as in force at the run's time."""
+
+    input_per_m: float
+    cached_input_per_m: float | None = None  # None: cached tokens cost the input price
+    output_per_m: float = 0.0
+
+
+@dataclass
+class ProbeRequest:
+    api: str
+    base_url: str
+    model: str
+    api_key: str | None = None
+    messages: list[dict[str, Any]] = field(
+        default_factory=lambda: [{"role": "user", "content": "Say hello."}]
+    )
+    max_tokens: int = 256
+    temperature: float | None = 0
+    extra_headers: dict[str, str] = field(default_factory=dict)
+    # Merged into the JSON body last; a key set to None removes a default
+    # (e.g. {"stream_options": None} for a server that rejects it).
+    extra_body: dict[str, Any] = field(default_factory=dict)
+    limits: Limits = field(default_factory=Limits)
+    prices: Prices | None = None
+    warm: bool = True
+    include_text: bool = False
+
+    def __post_init__(self) -> None:
+        if self.api not in APIS:
+            raise ValueError(f"api must be one of {', '.join(APIS)}, not {self.api!r}")
+        if not self.base_url.startswith(("http://", "https://")):
+            raise ValueError(f"base_url must start with http:// or https://: {self.base_url!r}")
+        if self.max_tokens < 1:
+            raise ValueError("max_tokens must be at least 1")
+
+    # -- HTTP ----------------------------------------------------------------------------
+
+    def url(self) -> str:
+        base = self.base_url.rstrip("/")
+        suffix = {
+            "openai-chat": "/chat/completions",
+            "anthropic-messages": "/messages",
+            "openai-responses": "/responses",
+        }[self.api]
+        return base if base.endswith(suffix) else base + suffix
+
+    def warmup_url(self) -> str:
+        """A cheap GET on the same host: the model list of either API."""
+        base = self.url().rsplit("/", 2 if self.api == "openai-chat" else 1)[0]
+        return base + "/models"
+
+    def headers(self) -> dict[str, str]:
+        headers = {"content-type": "application/json", "accept": "text/event-stream"}
+        if self.api == "anthropic-messages":
+            headers["anthropic-version"] = ANTHROPIC_VERSION
+            if self.api_key:
+                headers["x-api-key"] = self.api_key
+        elif self.api_key:
+            headers["authorization"] = f"Bearer {self.api_key}"
+        headers.update(self.extra_headers)
+        return headers
+
+    def body(self) -> bytes:
+        if self.api == "openai-chat":
+            body: dict[str, Any] = {
+                "model": self.model,
+                "messages": self.messages,
+                "max_tokens": self.max_tokens,
+                "stream": True,
+                "stream_options": {"include_usage": True},
+            }
+        elif self.api == "anthropic-messages":
+            system = [m["content"] for m in self.messages if m.get("role") == "system"]
+            body = {
+                "model": self.model,
+                "messages": [m for m in self.messages if m.get("role") != "system"],
+                "max_tokens": self.max_tokens,
+                "stream": True,
+            }
+            if system:
+                body["system"] = "\n\n".join(str(s) for s in system)
+        else:
+            body = {
+                "model": self.model,
+                "input": self.messages,
+                "max_output_tokens": self.max_tokens,
+                "stream": True,
+            }
+        if self.temperature is not None:
+            body["temperature"] = self.temperature
+        body.update(self.extra_body)
+        return orjson.dumps({k: v for k, v in body.items() if v is not None})

@@ -1,0 +1,130 @@
+"""One measured run, with every per-run field of shared/metrics.md under its name."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Any
+
+# Bump on any change to a definition in shared/metrics.md or to how we apply it.
+METHODOLOGY_VERSION = 1
+
+# Runs with fewer output tokens keep their TTFT but are flagged short_output.
+MIN_SPEED_TOKENS = 50
+
+STATUSES = (
+    "ok",
+    "auth_error",
+    "not_found",
+    "rate_limited",
+    "http_error",
+    "server_error",
+    "timeout_connect",
+    "timeout_first_token",
+    "timeout_stall",
+    "timeout_total",
+    "stream_error",
+    "protocol_error",
+    "truncated",
+    "empty",
+    "network_error",
+)
+
+# Failures worth retrying later with backoff (transient by nature).
+RETRYABLE_STATUSES = frozenset(
+    {
+        "rate_limited",
+        "server_error",
+        "timeout_connect",
+        "timeout_first_token",
+        "timeout_stall",
+        "timeout_total",
+        "stream_error",
+        "truncated",
+        "network_error",
+    }
+)
+
+# Fields left out of to_dict(): bulky (text) or process-local (t0_ns).
+_TEXT_FIELDS = ("text", "reasoning_text")
+_PRIVATE_FIELDS = ("t0_ns",)
+
+
+@dataclass
+class RunResult:
+    status: str = "ok"
+    http_status: int | None = None
+    error: str | None = None  # short, human-readable
+    error_detail: Any = None  # the provider's error object, when it sent one
+    retry_after_s: float | None = None
+    rate_limit: dict[str, Any] | None = None  # x-ratelimit-* / anthropic-ratelimit-*
+
+    api: str | None = None
+    model: str | None = None
+    started_at: dt.datetime | None = None  # wall clock, UTC, for storage only
+    methodology_version: int = METHODOLOGY_VERSION
+
+    connect_ms: float | None = None
+    cold_connection: bool | None = None
+    ttfb_ms: float | None = None
+    ttft_ms: float | None = None
+    ttfat_ms: float | None = None
+    e2e_ms: float | None = None
+
+    output_tokens: int | None = None
+    token_source: str | None = None  # "usage" | "o200k"
+    output_tokens_o200k: int | None = None
+    output_tps: float | None = None
+    output_tps_o200k: float | None = None
+    e2e_tps: float | None = None
+    itl_ms_p50: float | None = None
+    itl_ms_p95: float | None = None
+    itl_ms_p99: float | None = None
+    itl_ms_max: float | None = None
+    tpot_ms: float | None = None
+    output_events: int | None = None
+    tokens_per_event: float | None = None
+    short_output: bool | None = None
+
+    reasoning_tokens: int | None = None
+    input_tokens: int | None = None
+    cached_input_tokens: int | None = None
+    finish_reason: str | None = None
+    cost_usd: float | None = None
+    provider_cost_usd: float | None = None
+
+    server_queue_ms: float | None = None
+    server_prefill_ms: float | None = None
+    server_decode_ms: float | None = None
+    server_total_ms: float | None = None
+    server_output_tps: float | None = None
+
+    usage: dict[str, Any] | None = None  # the provider's object, last value
+    server_timing: dict[str, Any] | None = None  # raw, keyed by where it came from
+    stream: dict[str, Any] | None = None  # parser facts: event counts, indexes, marker
+    timeline: dict[str, Any] | None = None  # {"t_us": [...], "ch": "...", "tok": [...]}
+    text: str | None = None
+    reasoning_text: str | None = None
+    t0_ns: int | None = field(default=None, repr=False)  # perf_counter_ns at t0
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    @property
+    def retryable(self) -> bool:
+        return self.status in RETRYABLE_STATUSES
+
+    def to_dict(self, include_text: bool = False) -> dict[str, Any]:
+        """The JSON object of ``measure --json`` (JSON-able: datetimes as ISO 8601)."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            name = f.name
+            if name in _PRIVATE_FIELDS or (name in _TEXT_FIELDS and not include_text):
+                continue
+            value = getattr(self, name)
+            if isinstance(value, dt.datetime):
+                value = value.isoformat()
+            out[name] = value
+        return out

@@ -1,0 +1,232 @@
+"""RunResult → ProbeRun: one row per request, written once, never lost.
+
+A row is one INSERT, so a worker killed mid-write leaves nothing half-written. Scheduled
+runs carry (probe, slot_at, request_index), unique in the table: a redelivered slot
+inserts nothing the second time (ON CONFLICT DO NOTHING), so nothing is duplicated.
+
+When the database is away, the write is retried with back-off for a while; if it is
+still away, the row goes to a spool list in Redis, drained on the next successful write
+and every minute by the rollup task. Either way the measurement reaches the table.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+from django.conf import settings
+from django.core.serializers.json import DjangoJSONEncoder
+from django.db import InterfaceError, OperationalError, connection
+
+from dashboard import rollups
+from dashboard.heartbeat import redis_client
+from probes.engine import RunResult
+from probes.models import Price, ProbeRun, WorkerCalibration
+
+log = logging.getLogger(__name__)
+
+SPOOL_KEY = "inferwatch:spool:runs"
+DB_RETRY_FOR_S = 30.0
+
+# RunResult fields stored under the same name on ProbeRun.
+_METRIC_FIELDS = [
+    "http_status",
+    "retry_after_s",
+    "connect_ms",
+    "ttfb_ms",
+    "ttft_ms",
+    "ttfat_ms",
+    "e2e_ms",
+    "output_tokens",
+    "output_tokens_o200k",
+    "output_tps",
+    "output_tps_o200k",
+    "e2e_tps",
+    "itl_ms_p50",
+    "itl_ms_p95",
+    "itl_ms_p99",
+    "itl_ms_max",
+    "tpot_ms",
+    "output_events",
+    "tokens_per_event",
+    "reasoning_tokens",
+    "input_tokens",
+    "cached_input_tokens",
+    "server_queue_ms",
+    "server_prefill_ms",
+    "server_decode_ms",
+    "server_total_ms",
+    "server_output_tps",
+    "usage",
+    "server_timing",
+    "timeline",
+]
+_TEXT_FIELDS = ["error", "token_source", "finish_reason"]  # blank, not null, when absent
+_FLAG_FIELDS = ["cold_connection", "short_output"]
+_ERROR_MAX = 1000
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """Where a run belongs: everything about it the engine does not know."""
+
+    endpoint_id: int
+    workload_id: int
+    region: str
+    worker: str
+    probe_id: int | None = None
+    slot_at: datetime | None = None
+    run_group: uuid.UUID | None = None
+    request_index: int = 0
+    price: Price | None = None
+    # The worker's latest calibration, read before measuring: recording a finished run
+    # must need no query but its INSERT (the database may be away by then).
+    ceiling: WorkerCalibration | None = None
+
+
+def run_fields(result: RunResult, ctx: RunContext) -> dict[str, Any]:
+    """The ProbeRun column values for one measured request."""
+    fields: dict[str, Any] = {name: getattr(result, name) for name in _METRIC_FIELDS}
+    fields.update({name: (getattr(result, name) or "") for name in _TEXT_FIELDS})
+    fields.update({name: bool(getattr(result, name)) for name in _FLAG_FIELDS})
+    fields["error"] = fields["error"][:_ERROR_MAX]
+    fields.update(
+        probe_id=ctx.probe_id,
+        endpoint_id=ctx.endpoint_id,
+        workload_id=ctx.workload_id,
+        region=ctx.region,
+        worker=ctx.worker,
+        slot_at=ctx.slot_at,
+        run_group=ctx.run_group or uuid.uuid4(),
+        request_index=ctx.request_index,
+        started_at=result.started_at or datetime.now(UTC),
+        status=result.status,
+        methodology_version=str(result.methodology_version),
+        cost_usd=_decimal(result.cost_usd),
+        provider_cost_usd=_decimal(result.provider_cost_usd),
+        client_bound=is_client_bound(result, ctx.ceiling),
+    )
+    if ctx.price is not None:
+        fields.update(
+            price_input_per_m=ctx.price.input_per_m,
+            price_cached_input_per_m=ctx.price.cached_input_per_m,
+            price_output_per_m=ctx.price.output_per_m,
+        )
+    return fields
+
+
+def _decimal(value: float | None) -> Decimal | None:
+    return None if value is None else Decimal(str(round(value, 8)))
+
+
+def latest_calibration(worker: str) -> WorkerCalibration | None:
+    return WorkerCalibration.objects.filter(worker=worker).order_by("-measured_at").first()
+
+
+def is_client_bound(result: RunResult, calibration: WorkerCalibration | None) -> bool:
+    """Was this run near the worker's own measured ceiling (so maybe our limit, not theirs)?"""
+    if result.output_tps is None or calibration is None:
+        return False
+    margin = settings.CLIENT_BOUND_MARGIN
+    if calibration.max_output_tps and result.output_tps >= margin * calibration.max_output_tps:
+        return True
+    if calibration.max_events_per_s and result.output_events and result.e2e_ms:
+        streaming_s = max((result.e2e_ms - (result.ttft_ms or 0)) / 1000, 1e-3)
+        return result.output_events / streaming_s >= margin * calibration.max_events_per_s
+    return False
+
+
+# -- writing --------------------------------------------------------------------------------
+
+
+def _insert(fields: dict[str, Any]) -> None:
+    # ignore_conflicts: a redelivered slot finds its row already there and adds nothing.
+    ProbeRun.objects.bulk_create([ProbeRun(**fields)], ignore_conflicts=True)
+
+
+def _mark_dirty(fields: dict[str, Any]) -> None:
+    try:
+        rollups.mark_dirty(
+            redis_client(),
+            fields["endpoint_id"],
+            fields["workload_id"],
+            fields["region"],
+            fields["started_at"],
+        )
+    except Exception as exc:  # the minute sweep still covers recent hours
+        log.warning("Could not mark rollup bucket dirty: %s", exc)
+
+
+def save(fields: dict[str, Any], retry_for_s: float = DB_RETRY_FOR_S) -> str:
+    """Write one run; 'written' or 'spooled' (database away longer than retry_for_s)."""
+    deadline = time.monotonic() + retry_for_s
+    delay = 0.25
+    while True:
+        try:
+            _insert(fields)
+            break
+        except (OperationalError, InterfaceError) as exc:
+            # Drop the broken connection; Django opens a new one on the next query.
+            connection.close()
+            if time.monotonic() >= deadline:
+                log.error("Database away for %.0f s; spooling the run to Redis", retry_for_s)
+                spool(fields)
+                return "spooled"
+            log.warning("Database unavailable (%s); retrying in %.1f s", exc, delay)
+            time.sleep(delay)
+            delay = min(delay * 2, 5.0)
+    _mark_dirty(fields)
+    drain_spool()
+    return "written"
+
+
+def record(result: RunResult, ctx: RunContext, retry_for_s: float = DB_RETRY_FOR_S) -> str:
+    return save(run_fields(result, ctx), retry_for_s)
+
+
+# -- the spool ------------------------------------------------------------------------------
+
+
+def _to_json(fields: dict[str, Any]) -> str:
+    return json.dumps(fields, cls=DjangoJSONEncoder)
+
+
+def _from_json(text: str) -> dict[str, Any]:
+    raw = json.loads(text)
+    by_attname = {f.attname: f for f in ProbeRun._meta.concrete_fields}
+    return {name: by_attname[name].to_python(value) for name, value in raw.items()}
+
+
+def spool(fields: dict[str, Any]) -> None:
+    redis_client().rpush(SPOOL_KEY, _to_json(fields))
+
+
+def drain_spool(limit: int = 1000) -> int:
+    """Write spooled runs to the database; returns how many. Safe to run concurrently."""
+    try:
+        client = redis_client()
+        drained = 0
+        while drained < limit:
+            item = client.lindex(SPOOL_KEY, 0)
+            if item is None:
+                break
+            fields = _from_json(item)
+            _insert(fields)  # idempotent: a twice-drained run is inserted once
+            client.lrem(SPOOL_KEY, 1, item)  # only after the row is in
+            _mark_dirty(fields)
+            drained += 1
+    except (OperationalError, InterfaceError):
+        connection.close()
+        log.warning("Database still away; spooled runs stay in Redis")
+    except Exception as exc:
+        log.warning("Could not drain the run spool: %s", exc)
+        return 0
+    if drained:
+        log.info("Wrote %d spooled runs", drained)
+    return drained

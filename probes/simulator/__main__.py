@@ -1,0 +1,71 @@
+"""``python -m probes.simulator``: the simulated provider without Django."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+from .profiles import FAULTS, Profile
+from .server import SimulatorServer, reduce_timer_slack
+
+
+def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description="Simulated OpenAI/Anthropic-compatible streaming provider with a known "
+        "schedule. The model name selects a profile (sim-blazing, sim-fast, sim-gpu, "
+        "sim-batched, sim-jittery, sim-reasoner, sim-flaky, or any other name for the "
+        "default profile set by the options below); NAME@tps=R,ttft=T,k=K,jitter=J,"
+        "fault=F,after=N,reasoning=N,tokens=N overrides any of them per request.",
+    )
+    add_arguments(parser)
+    return parser
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8099, help="0 picks a free port")
+    parser.add_argument("--tps", type=float, default=2100.0, help="tokens per second (0 = flood)")
+    parser.add_argument("--ttft-ms", type=float, default=80.0)
+    parser.add_argument("--tokens-per-event", type=int, default=1)
+    parser.add_argument("--jitter", type=float, default=0.0, help="percent, per gap")
+    parser.add_argument(
+        "--api",
+        choices=["openai-chat", "anthropic-messages"],
+        default=None,
+        help="serve only this API (default: both)",
+    )
+    parser.add_argument("--fault", choices=FAULTS, default="none")
+
+
+def profile_from(args: argparse.Namespace) -> Profile:
+    return Profile(
+        name="sim-default",
+        tps=args.tps,
+        ttft_ms=args.ttft_ms,
+        tokens_per_event=args.tokens_per_event,
+        jitter_pct=args.jitter,
+        fault=args.fault,
+    )
+
+
+async def serve(args: argparse.Namespace) -> None:
+    reduce_timer_slack()
+    apis = (args.api,) if args.api else ("openai-chat", "anthropic-messages")
+    server = SimulatorServer(profile_from(args), args.host, args.port, apis)
+    await server.start()
+    print(f"listening on {server.base_url}", flush=True)
+    await server.serve_forever()
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser("python -m probes.simulator").parse_args(argv)
+    try:
+        asyncio.run(serve(args))
+    except KeyboardInterrupt:
+        sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,96 @@
+"""Speed profiles of the simulated provider, selected by the request's model name.
+
+A model name may carry overrides after ``@``: ``sim-fast@tps=4200,ttft=80,k=4,fault=stall``
+(keys: tps, ttft, k, jitter, fault, after, reasoning, tokens, seed). Tests and benchmarks
+use this to get any schedule from one running server.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+FAULTS = (
+    "none",
+    "auth",  # 401
+    "not_found",  # 404
+    "rate_limit",  # 429 with retry-after
+    "server_error",  # 500
+    "html_200",  # an HTML error page with status 200
+    "stall",  # stops sending mid-stream, keeps the connection open
+    "disconnect",  # closes the connection mid-stream (FIN, body incomplete)
+    "reset",  # resets the connection mid-stream (RST)
+    "malformed_json",  # one event with broken JSON
+    "error_event",  # an error object / `event: error` mid-stream
+    "no_done",  # completes with a finish_reason but no [DONE] / message_stop
+    "truncate",  # ends the body cleanly mid-stream, no finish_reason, no marker
+    "slow_first_token",  # first token after `slow_ttft_s`
+    "endless",  # never stops
+    "huge_event",  # one 6 MiB event
+    "invalid_utf8",  # an event with bytes that are not UTF-8
+)
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str = "sim-default"
+    tps: float = 2100.0  # tokens per second; 0 = as fast as the socket takes them
+    ttft_ms: float = 80.0  # request received -> first output event sent
+    tokens_per_event: int = 1
+    jitter_pct: float = 0.0  # each gap scaled by 1 +/- jitter (seeded, so reproducible)
+    fault: str = "none"
+    fault_after: int | None = None  # output events before a mid-stream fault (default n/2)
+    reasoning_tokens: int = 0  # streamed as reasoning before the answer
+    max_output_tokens: int | None = None  # cap below the request's max_tokens
+    slow_ttft_s: float = 3600.0
+    seed: int = 1
+
+    def __post_init__(self) -> None:
+        if self.fault not in FAULTS:
+            raise ValueError(f"unknown fault {self.fault!r}; expected one of {', '.join(FAULTS)}")
+        if self.tps < 0 or self.ttft_ms < 0 or self.tokens_per_event < 1:
+            raise ValueError("tps and ttft_ms must be >= 0 and tokens_per_event >= 1")
+
+
+# The demo's providers: one process, one port, one profile per model name.
+BUILTIN = {
+    p.name: p
+    for p in (
+        Profile("sim-blazing", tps=2100, ttft_ms=80),
+        Profile("sim-fast", tps=500, ttft_ms=150),
+        Profile("sim-gpu", tps=120, ttft_ms=300),
+        Profile("sim-batched", tps=1000, ttft_ms=200, tokens_per_event=8),
+        Profile("sim-jittery", tps=80, ttft_ms=400, jitter_pct=30),
+        Profile("sim-reasoner", tps=300, ttft_ms=250, reasoning_tokens=120),
+        Profile("sim-flaky", tps=200, ttft_ms=200, fault="disconnect"),
+    )
+}
+
+_KEYS = {
+    "tps": ("tps", float),
+    "ttft": ("ttft_ms", float),
+    "k": ("tokens_per_event", int),
+    "jitter": ("jitter_pct", float),
+    "fault": ("fault", str),
+    "after": ("fault_after", int),
+    "reasoning": ("reasoning_tokens", int),
+    "tokens": ("max_output_tokens", int),
+    "seed": ("seed", int),
+    "slow": ("slow_ttft_s", float),
+}
+
+
+def resolve(model: str, default: Profile) -> Profile:
+    """The profile for a model name: built-in or default, then ``@key=value`` overrides."""
+    base_name, _, overrides = model.partition("@")
+    profile = BUILTIN.get(base_name, default)
+    if not overrides:
+        return profile
+    changes: dict[str, object] = {}
+    for item in overrides.split(","):
+        key, _, value = item.partition("=")
+        if key.strip() not in _KEYS:
+            raise ValueError(f"unknown profile key {key!r} in model {model!r}")
+        field, cast = _KEYS[key.strip()]
+        changes[field] = cast(value.strip())
+    return dataclasses.replace(profile, **changes)

@@ -1,0 +1,525 @@
+"""The simulated provider: an HTTP/1.1 streaming server with a known schedule.
+
+Output event ``i`` is due at ``t_request + ttft + i * k / tps`` (``perf_counter_ns``, the
+same system-wide monotonic clock the client reads). One scheduler per event loop owns a
+heap of deadlines: it lets the loop sleep when the next deadline is far, and closes the
+last stretch with ``time.sleep`` (timer slack reduced to 1 ns), because asyncio's epoll
+timeout has a 1 ms resolution and 4,200 tok/s needs one token every 0.24 ms. Each stream
+reports the actual send times of its first and last output event in ``x_simulator`` so
+tests and benchmarks compare the client against the truth, not against the plan.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import heapq
+import itertools
+import random
+import socket
+import struct
+import time
+from time import perf_counter_ns
+from typing import Any
+
+import orjson
+
+from . import vocab
+from .events import AnthropicEvents, OpenAIChatEvents
+from .profiles import BUILTIN, Profile, resolve
+
+_FAR_NS = 2_000_000  # beyond this, let the event loop sleep...
+_MARGIN_NS = 1_500_000  # ...and wake this early to finish with a precise sleep
+_MAX_BATCH = 512  # events per write when catching up (flood mode)
+_MAX_HEADER = 64 * 1024
+_ids = itertools.count(1)
+
+
+def reduce_timer_slack() -> None:
+    """Linux: make short sleeps precise (default slack is 50 us) for this thread."""
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(29, 1, 0, 0, 0)  # PR_SET_TIMERSLACK = 29
+    except (OSError, AttributeError):
+        pass
+
+
+class Scheduler:
+    """Calls ``stream.emit()`` at each stream's next deadline."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.heap: list[tuple[int, int, _Stream]] = []
+        self._seq = itertools.count()
+        self._handle: asyncio.Handle | None = None
+        self._handle_due = 0
+
+    def add(self, stream: _Stream, deadline: int) -> None:
+        heapq.heappush(self.heap, (deadline, next(self._seq), stream))
+        if self._handle is None or deadline < self._handle_due:
+            if self._handle is not None:
+                self._handle.cancel()
+            self._schedule(deadline)
+
+    def _schedule(self, deadline: int) -> None:
+        self._handle_due = deadline
+        wait = deadline - perf_counter_ns()
+        if wait > _FAR_NS:
+            self._handle = self.loop.call_later((wait - _MARGIN_NS) / 1e9, self._tick)
+        else:
+            self._handle = self.loop.call_soon(self._tick)
+
+    def _tick(self) -> None:
+        self._handle = None
+        heap = self.heap
+        if heap:
+            wait = heap[0][0] - perf_counter_ns()
+            if 0 < wait <= _FAR_NS:
+                time.sleep(wait / 1e9)  # precise; blocks the loop for < 2 ms
+        now = perf_counter_ns()
+        while heap and heap[0][0] <= now:
+            _, seq, stream = heapq.heappop(heap)
+            nxt = stream.emit()
+            if nxt is not None:
+                heapq.heappush(heap, (nxt, seq, stream))
+            now = perf_counter_ns()
+        if heap:
+            # Return to the loop between rounds so it can read requests and closes.
+            self._schedule(heap[0][0])
+
+
+class _Stream:
+    """One streaming response on its schedule, with the profile's fault if any."""
+
+    def __init__(
+        self, conn: _Conn, profile: Profile, events: Any, n_tokens: int, t_request: int
+    ) -> None:
+        self.conn = conn
+        self.p = profile
+        self.events = events
+        self.t_request = t_request
+        endless = profile.fault == "endless"
+        self.n_tokens = n_tokens
+        k = profile.tokens_per_event
+        self.n_events = -(-n_tokens // k) if not endless else None
+        self.i = 0  # next output event
+        ttft_ns = (
+            profile.slow_ttft_s * 1e9
+            if profile.fault == "slow_first_token"
+            else profile.ttft_ms * 1e6
+        )
+        self.next_due = t_request + int(ttft_ns)
+        self.gap_ns = k / profile.tps * 1e9 if profile.tps > 0 else 0.0
+        self._rng = random.Random(profile.seed) if profile.jitter_pct else None
+        default_after = max(1, (self.n_events or 20) // 2)
+        self.fault_after = profile.fault_after if profile.fault_after is not None else default_after
+        self.t_first: int | None = None
+        self.t_last: int | None = None
+        self.paused = False
+        self.done = False
+
+    def _gap(self) -> float:
+        if self._rng is None:
+            return self.gap_ns
+        j = self.p.jitter_pct / 100.0
+        return self.gap_ns * (1.0 + self._rng.uniform(-j, j))
+
+    def emit(self) -> int | None:
+        """Write every event now due; return the next deadline, or None when finished."""
+        if self.done or self.conn.closed:
+            return None
+        if self.paused:
+            return None  # resumed by the connection's resume_writing()
+        p, k = self.p, self.p.tokens_per_event
+        now = perf_counter_ns()
+        parts: list[bytes] = []
+        first_in_batch = self.i
+        fault = p.fault
+        while self.next_due <= now and len(parts) < _MAX_BATCH:
+            if self.n_events is not None and self.i >= self.n_events:
+                break
+            if self.i == self.fault_after and fault in _MID_STREAM:
+                return self._fault(parts, first_in_batch)
+            start = self.i * k
+            count = k if self.n_events is None else min(k, self.n_tokens - start)
+            reasoning = start < p.reasoning_tokens
+            if reasoning:
+                count = min(count, p.reasoning_tokens - start)
+            parts.append(self.events.output(vocab.text(start, count), reasoning))
+            self.i += 1
+            self.next_due += int(self._gap())
+        if parts:
+            self.conn.write_chunk(b"".join(parts))
+            t = perf_counter_ns()
+            if first_in_batch == 0:
+                self.t_first = t
+            self.t_last = t
+        if self.n_events is not None and self.i >= self.n_events:
+            self._finish(done=fault != "no_done")
+            return None
+        return self.next_due
+
+    def _fault(self, parts: list[bytes], first_in_batch: int) -> int | None:
+        conn, fault = self.conn, self.p.fault
+        if parts:
+            conn.write_chunk(b"".join(parts))
+            self.t_last = perf_counter_ns()
+            if first_in_batch == 0:
+                self.t_first = self.t_last
+        self.done = True
+        if fault == "stall":
+            return None  # keep the connection open, send nothing more
+        if fault == "disconnect":
+            conn.transport.close()  # FIN after the buffered bytes: body left incomplete
+        elif fault == "reset":
+            sock = conn.transport.get_extra_info("socket")
+            if sock is not None:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            conn.transport.abort()
+        elif fault == "truncate":
+            conn.end_chunked()
+        elif fault == "error_event":
+            conn.write_chunk(
+                self.events.error()
+                + (b"data: [DONE]\n\n" if isinstance(self.events, OpenAIChatEvents) else b"")
+            )
+            conn.end_chunked()
+        else:  # malformed_json, invalid_utf8, huge_event: one bad event, then carry on
+            bad = {
+                "malformed_json": self.events.malformed,
+                "invalid_utf8": self.events.invalid_utf8,
+                "huge_event": self.events.huge,
+            }[fault]()
+            conn.write_chunk(bad)
+            self.done = False
+            self.fault_after = -1
+            return self.next_due
+        return None
+
+    def _finish(self, done: bool) -> None:
+        self.done = True
+        p = self.p
+        t_first = self.t_first or perf_counter_ns()
+        t_last = self.t_last or t_first
+        reasoning = min(p.reasoning_tokens, self.n_tokens)
+        usage = {
+            "prompt_tokens": self.conn.prompt_tokens,
+            "completion_tokens": self.n_tokens,
+            "total_tokens": self.conn.prompt_tokens + self.n_tokens,
+            "prompt_tokens_details": {"cached_tokens": 0},
+            "completion_tokens_details": {"reasoning_tokens": reasoning},
+        }
+        timing = {
+            "time_info": {
+                "queue_time": 0.0,
+                "prompt_time": (t_first - self.t_request) / 1e9,
+                "completion_time": (t_last - t_first) / 1e9,
+                "total_time": (t_last - self.t_request) / 1e9,
+            },
+            "x_simulator": {
+                "t_request_ns": self.t_request,
+                "t_first_ns": t_first,
+                "t_last_ns": t_last,
+                "output_events": self.i,
+                "output_tokens": self.n_tokens,
+                "first_event_tokens": min(p.tokens_per_event, self.n_tokens),
+                "tps": p.tps,
+                "ttft_ms": p.ttft_ms,
+            },
+        }
+        finish = "length" if self.n_tokens >= self.conn.max_tokens else "stop"
+        self.conn.write_chunk(self.events.tail(finish, usage, timing, done))
+        self.conn.end_chunked()
+
+
+_MID_STREAM = frozenset(
+    {
+        "stall",
+        "disconnect",
+        "reset",
+        "malformed_json",
+        "error_event",
+        "truncate",
+        "huge_event",
+        "invalid_utf8",
+    }
+)
+
+_ERRORS = {
+    "auth": (
+        401,
+        "Unauthorized",
+        {
+            "message": "Invalid API key (simulated)",
+            "type": "invalid_request_error",
+            "code": "invalid_api_key",
+        },
+    ),
+    "not_found": (
+        404,
+        "Not Found",
+        {
+            "message": "The model does not exist (simulated)",
+            "type": "invalid_request_error",
+            "code": "model_not_found",
+        },
+    ),
+    "rate_limit": (
+        429,
+        "Too Many Requests",
+        {
+            "message": "Rate limit reached (simulated)",
+            "type": "tokens",
+            "code": "rate_limit_exceeded",
+        },
+    ),
+    "server_error": (
+        500,
+        "Internal Server Error",
+        {"message": "Server error (simulated)", "type": "server_error", "code": None},
+    ),
+}
+
+
+class _Conn(asyncio.Protocol):
+    """One HTTP/1.1 connection: parses requests, keeps alive, streams responses."""
+
+    def __init__(self, server: SimulatorServer) -> None:
+        self.server = server
+        self.buf = b""
+        self.busy = False
+        self.closed = False
+        self.keep_alive = True
+        self.stream: _Stream | None = None
+        self.prompt_tokens = 0
+        self.max_tokens = 0
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport: asyncio.Transport = transport  # type: ignore[assignment]
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+
+    def pause_writing(self) -> None:
+        if self.stream is not None:
+            self.stream.paused = True
+
+    def resume_writing(self) -> None:
+        stream = self.stream
+        if stream is not None and stream.paused:
+            stream.paused = False
+            self.server.scheduler.add(stream, perf_counter_ns())
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        self._next_request()
+
+    def _next_request(self) -> None:
+        if self.busy or self.closed:
+            return
+        end = self.buf.find(b"\r\n\r\n")
+        if end < 0:
+            if len(self.buf) > _MAX_HEADER:
+                self.transport.close()
+            return
+        head = self.buf[:end].decode("latin-1").split("\r\n")
+        try:
+            method, path, version = head[0].split(" ", 2)
+        except ValueError:
+            self.transport.close()
+            return
+        headers = {}
+        for line in head[1:]:
+            name, _, value = line.partition(":")
+            headers[name.strip().lower()] = value.strip()
+        length = int(headers.get("content-length") or 0)
+        if len(self.buf) < end + 4 + length:
+            return  # wait for the rest of the body
+        body = self.buf[end + 4 : end + 4 + length]
+        self.buf = self.buf[end + 4 + length :]
+        t_request = perf_counter_ns()  # the whole request has arrived
+        self.busy = True
+        self.keep_alive = headers.get("connection", "").lower() != "close" and version == "HTTP/1.1"
+        self.server.handle(self, method, path.split("?", 1)[0], headers, body, t_request)
+
+    # -- responses --------------------------------------------------------------------
+
+    def respond(
+        self,
+        status: int,
+        reason: str,
+        body: bytes,
+        content_type: str = "application/json",
+        extra: dict[str, str] | None = None,
+    ) -> None:
+        lines = [
+            f"HTTP/1.1 {status} {reason}",
+            f"content-type: {content_type}",
+            f"content-length: {len(body)}",
+        ]
+        lines += [f"{k}: {v}" for k, v in (extra or {}).items()]
+        if not self.keep_alive:
+            lines.append("connection: close")
+        self.transport.write(("\r\n".join(lines) + "\r\n\r\n").encode() + body)
+        self._done()
+
+    def start_chunked(self, first: bytes) -> None:
+        head = (
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+            b"cache-control: no-cache\r\ntransfer-encoding: chunked\r\n\r\n"
+        )
+        self.transport.write(head + b"%x\r\n%b\r\n" % (len(first), first))
+
+    def write_chunk(self, data: bytes) -> None:
+        if not self.closed and data:
+            self.transport.write(b"%x\r\n%b\r\n" % (len(data), data))
+
+    def end_chunked(self) -> None:
+        if not self.closed:
+            self.transport.write(b"0\r\n\r\n")
+        self.stream = None
+        self._done()
+
+    def _done(self) -> None:
+        self.busy = False
+        if not self.keep_alive:
+            self.transport.close()
+            return
+        if self.buf:
+            self._next_request()
+
+
+class SimulatorServer:
+    def __init__(
+        self,
+        default: Profile | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        apis: tuple[str, ...] = ("openai-chat", "anthropic-messages"),
+    ) -> None:
+        self.default = default or Profile()
+        self.host = host
+        self.port = port
+        self.apis = apis
+        self.scheduler: Scheduler
+        self._server: asyncio.base_events.Server | None = None
+
+    async def start(self) -> int:
+        from probes.engine import tokens
+
+        tokens.encoding()  # load the tokenizer now, not inside the first request's TTFT
+        loop = asyncio.get_running_loop()
+        self.scheduler = Scheduler(loop)
+        self._server = await loop.create_server(
+            lambda: _Conn(self), self.host, self.port, reuse_address=True, backlog=256
+        )
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self.port
+
+    async def serve_forever(self) -> None:
+        assert self._server is not None
+        await self._server.serve_forever()
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}/v1"
+
+    def handle(
+        self,
+        conn: _Conn,
+        method: str,
+        path: str,
+        headers: dict[str, str],
+        body: bytes,
+        t_request: int,
+    ) -> None:
+        if method == "GET" and path.endswith("/models"):
+            models = [
+                {"id": name, "object": "model", "owned_by": "inferwatch-simulator"}
+                for name in ("sim-default", *BUILTIN)
+            ]
+            conn.respond(200, "OK", orjson.dumps({"object": "list", "data": models}))
+            return
+        if method != "POST":
+            conn.respond(405, "Method Not Allowed", b'{"error":{"message":"use POST"}}')
+            return
+        if path.endswith("/chat/completions") and "openai-chat" in self.apis:
+            api = "openai-chat"
+        elif path.endswith("/messages") and "anthropic-messages" in self.apis:
+            api = "anthropic-messages"
+        else:
+            conn.respond(404, "Not Found", b'{"error":{"message":"unknown path"}}')
+            return
+        try:
+            req = orjson.loads(body)
+            profile = resolve(str(req.get("model") or "sim-default"), self.default)
+        except (orjson.JSONDecodeError, ValueError, AttributeError) as exc:
+            msg = orjson.dumps(
+                {"error": {"message": f"bad request: {exc}", "type": "invalid_request_error"}}
+            )
+            conn.respond(400, "Bad Request", msg)
+            return
+        self._stream(conn, api, req, profile, t_request)
+
+    def _stream(
+        self, conn: _Conn, api: str, req: dict[str, Any], profile: Profile, t_request: int
+    ) -> None:
+        fault = profile.fault
+        if fault in _ERRORS:
+            status, reason, err = _ERRORS[fault]
+            extra = {}
+            if fault == "rate_limit":
+                extra = {
+                    "retry-after": "7",
+                    "x-ratelimit-limit-requests": "100",
+                    "x-ratelimit-remaining-requests": "0",
+                    "x-ratelimit-reset-requests": "7s",
+                }
+            conn.respond(status, reason, orjson.dumps({"error": err}), extra=extra)
+            return
+        if fault == "html_200":
+            page = b"<html><body><h1>502 Bad Gateway</h1><p>simulated proxy page</p></body></html>"
+            conn.respond(200, "OK", page, content_type="text/html; charset=utf-8")
+            return
+        max_tokens = int(
+            req.get("max_tokens")
+            or req.get("max_completion_tokens")
+            or req.get("max_output_tokens")
+            or 256
+        )
+        conn.max_tokens = max_tokens
+        cap = profile.max_output_tokens
+        n_tokens = max_tokens if cap is None else min(max_tokens, cap)
+        conn.prompt_tokens = _prompt_tokens(req)
+        model = str(req.get("model") or profile.name)
+        request_id = f"sim-{next(_ids)}"
+        if api == "openai-chat":
+            events: Any = OpenAIChatEvents(model, request_id)
+        else:
+            events = AnthropicEvents(model, request_id, conn.prompt_tokens)
+        stream = _Stream(conn, profile, events, n_tokens, t_request)
+        conn.stream = stream
+        conn.start_chunked(events.head())
+        self.scheduler.add(stream, stream.next_due)
+
+
+def _prompt_tokens(req: dict[str, Any]) -> int:
+    from probes.engine import tokens  # the same o200k count the engine uses
+
+    texts = []
+    for m in req.get("messages") or req.get("input") or []:
+        content = m.get("content") if isinstance(m, dict) else None
+        if isinstance(content, str):
+            texts.append(content)
+        elif isinstance(content, list):
+            texts += [p.get("text", "") for p in content if isinstance(p, dict)]
+    if isinstance(req.get("system"), str):
+        texts.append(req["system"])
+    return sum(tokens.count(t) for t in texts)

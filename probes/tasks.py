@@ -1,0 +1,140 @@
+"""Celery tasks: thin wrappers over dispatch, runner, rollups and retention.
+
+JSON arguments, primary keys only. Probe runs are acked late and rejected (requeued)
+when their worker process dies, so a killed worker's slot runs again elsewhere; the
+(probe, slot, request) unique key makes that redelivery idempotent.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import socket
+from datetime import UTC, datetime
+
+from celery import shared_task
+from celery.utils.nodenames import worker_direct
+from django.conf import settings
+from django.db import InterfaceError, OperationalError
+
+from dashboard import heartbeat, rollups
+from probes import concurrency, dispatch, recording, retention, runner
+from probes.models import Probe, WorkerCalibration
+
+log = logging.getLogger(__name__)
+
+# A slot's requests are each bounded by the provider's own limits (total timeout); this
+# is the backstop for a worker stuck outside them.
+RUN_SOFT_TIME_LIMIT_S = 1500
+RUN_TIME_LIMIT_S = 1560
+# Busy (at a concurrency cap): try again after a short random pause.
+BUSY_RETRY_S = (0.5, 2.0)
+DB_ERRORS = (OperationalError, InterfaceError)
+
+
+def _worker_name(task) -> str:
+    return task.request.hostname or f"celery@{socket.gethostname()}"
+
+
+@shared_task(acks_late=True, ignore_result=True, time_limit=120, soft_time_limit=100)
+def dispatch_due_probes() -> int:
+    """Beat's tick: claim due probes and queue their slots on their region's queue."""
+    heartbeat.record_beat_tick()
+
+    def send(slot: dispatch.Slot) -> None:
+        run_probe.apply_async(
+            args=[slot.probe_id, slot.slot_at.isoformat()],
+            queue=slot.queue,
+            countdown=slot.delay_s,
+            expires=slot.next_at,
+        )
+
+    return len(dispatch.dispatch_due(send))
+
+
+@shared_task(
+    bind=True,
+    acks_late=True,
+    reject_on_worker_lost=True,
+    ignore_result=True,
+    soft_time_limit=RUN_SOFT_TIME_LIMIT_S,
+    time_limit=RUN_TIME_LIMIT_S,
+    autoretry_for=DB_ERRORS,
+    retry_backoff=True,
+    retry_backoff_max=60,
+    retry_jitter=True,
+    max_retries=20,
+)
+def run_probe(self, probe_id: int, slot_iso: str | None = None) -> dict | None:
+    """Measure one slot of one probe (slot_iso None: an unscheduled, manual run)."""
+    probe = Probe.objects.select_related("endpoint__provider", "workload").filter(pk=probe_id)
+    probe = probe.first()
+    if probe is None:
+        log.info("Probe %s was deleted before its slot %s ran; nothing to do", probe_id, slot_iso)
+        return None
+    slot_at = datetime.fromisoformat(slot_iso) if slot_iso else None
+    worker = _worker_name(self)
+    try:
+        outcome = runner.run_slot(probe, slot_at, worker, probe.region)
+    except concurrency.Busy as busy:
+        log.debug("Probe %s slot %s: %s; retrying", probe_id, slot_iso, busy)
+        raise self.retry(
+            countdown=random.uniform(*BUSY_RETRY_S),
+            max_retries=None,
+            expires=self.request.expires,
+        ) from None
+    except runner.BackingOff as backing_off:
+        expires = self.request.expires and datetime.fromisoformat(self.request.expires)
+        if expires and backing_off.until >= expires:
+            log.info("Probe %s slot %s skipped: %s", probe_id, slot_iso, backing_off)
+            return None
+        raise self.retry(eta=backing_off.until, max_retries=None, expires=expires) from None
+    return {
+        "statuses": [r.status for r in outcome.results],
+        "already_recorded": outcome.already_recorded,
+        "spooled": outcome.spooled,
+    }
+
+
+@shared_task(acks_late=True, ignore_result=True, time_limit=300, soft_time_limit=280)
+def maintain_rollups() -> int:
+    """Every minute: write spooled runs, then recompute recent and dirty rollup buckets."""
+    recording.drain_spool()
+    return rollups.refresh(heartbeat.redis_client())
+
+
+@shared_task(acks_late=True, ignore_result=True, time_limit=3600, soft_time_limit=3500)
+def prune_raw_runs() -> int:
+    """Daily: delete raw runs older than RAW_RUN_RETENTION_DAYS (rollups stay)."""
+    deleted = retention.prune(retention.cutoff())
+    log.info("Pruned %d raw runs", deleted)
+    return deleted
+
+
+@shared_task(bind=True, acks_late=True, ignore_result=True, time_limit=300, soft_time_limit=240)
+def calibrate_worker(self, duration_s: float = 6.0) -> dict:
+    """Measure this worker's own ceiling against a local simulator and store it."""
+    from probes.engine import calibrate
+
+    result = calibrate(duration_s=duration_s)
+    row = WorkerCalibration.objects.create(
+        worker=_worker_name(self),
+        region=settings.PROBE_REGION,
+        measured_at=datetime.now(UTC),
+        max_events_per_s=result.flood_events_per_s,
+        # At one token per event, the flood rate is also the fastest tok/s we can parse.
+        max_output_tps=result.flood_events_per_s,
+        details=result.to_dict(),
+    )
+    return {"worker": row.worker, "max_events_per_s": row.max_events_per_s}
+
+
+@shared_task(acks_late=True, ignore_result=True, time_limit=60, soft_time_limit=50)
+def calibrate_workers() -> list[str]:
+    """Ask every live worker, on its own direct queue, to calibrate itself."""
+    from dashboard.celery import app
+
+    names = [name for reply in app.control.ping(timeout=2.0) for name in reply]
+    for name in names:
+        calibrate_worker.apply_async(queue=worker_direct(name))
+    return names

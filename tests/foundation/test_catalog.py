@@ -1,0 +1,153 @@
+"""The seed catalog loads idempotently, keeps the operator's edits, and the demo matches the
+simulator's profiles."""
+
+import io
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from probes.catalog import DEMO_INTERVAL_S, DEMO_PROVIDERS, PROVIDERS, load_catalog, load_demo
+from probes.models import CanonicalModel, Claim, Endpoint, Price, Probe, Provider, Workload
+from probes.simulator.profiles import BUILTIN
+from probes.workloads import WORKLOADS
+
+pytestmark = pytest.mark.django_db
+
+TABLES = [Provider, CanonicalModel, Endpoint, Price, Claim, Workload, Probe]
+
+
+def counts() -> dict[str, int]:
+    return {model.__name__: model.objects.count() for model in TABLES}
+
+
+def test_loading_twice_changes_nothing_the_second_time():
+    load_catalog("local")
+    load_demo("local", "http://127.0.0.1:8765")
+    first = counts()
+    assert str(load_catalog("local")) == ""
+    assert str(load_demo("local", "http://127.0.0.1:8765")) == ""
+    assert counts() == first
+
+
+def test_it_loads_every_seed_provider_disabled_until_a_key_is_set():
+    load_catalog("local")
+    assert Provider.objects.count() == len(PROVIDERS)
+    assert not Provider.objects.filter(enabled=True).exists()
+    assert not Probe.objects.active().exists()
+    cerebras = Provider.objects.get(slug="cerebras")
+    assert (cerebras.base_url, cerebras.api_key_env) == (
+        "https://api.cerebras.ai/v1",
+        "CEREBRAS_API_KEY",
+    )
+    assert Provider.objects.get(slug="anthropic").api_style == "anthropic-messages"
+    assert not Provider.objects.get(slug="ollama-local").requires_key
+
+
+def test_it_probes_each_endpoint_with_each_standard_workload_in_the_region():
+    load_catalog("eu-west")
+    standard = [w.slug for w in WORKLOADS if not w.reasoning]
+    endpoints = Endpoint.objects.count()
+    assert Probe.objects.filter(region="eu-west").count() == endpoints * len(standard)
+    assert set(Probe.objects.values_list("workload__slug", flat=True)) == set(standard)
+    assert Workload.objects.count() == len(WORKLOADS)  # the reasoning one too, unprobed
+
+
+def test_it_carries_the_published_cerebras_claims():
+    load_catalog("local")
+    claims = {
+        (c.canonical_model.name, c.metric): c.display_value
+        for c in Claim.objects.filter(provider__slug="cerebras")
+    }
+    assert claims[("Llama 3.3 70B", "output_tps")] == "2,100"
+    assert claims[("Llama 3.1 405B", "output_tps")] == "969"
+    assert claims[("Llama 3.3 70B", "ttft_ms")] == "65–95"
+
+
+def test_it_puts_the_same_model_of_different_providers_side_by_side():
+    load_catalog("local")
+    llama = CanonicalModel.objects.get(name="Llama 3.3 70B")
+    providers = set(llama.endpoints.values_list("provider__slug", flat=True))
+    assert {"cerebras", "groq", "sambanova", "together-ai", "fireworks-ai"} <= providers
+
+
+def test_reloading_keeps_what_the_operator_changed():
+    load_catalog("local")
+    groq = Provider.objects.get(slug="groq")
+    groq.enabled = True
+    groq.base_url = "https://proxy.internal/groq/v1"
+    groq.save()
+    Probe.objects.filter(endpoint__provider=groq).update(interval_s=60)
+    load_catalog("local")
+    groq.refresh_from_db()
+    assert groq.enabled and groq.base_url == "https://proxy.internal/groq/v1"
+    assert set(
+        Probe.objects.filter(endpoint__provider=groq).values_list("interval_s", flat=True)
+    ) == {60}
+
+
+def test_a_key_saved_in_the_admin_starts_probing_a_seed_provider(admin_client):
+    load_catalog("local")
+    groq = Provider.objects.get(slug="groq")
+    form = {
+        "name": groq.name, "slug": groq.slug, "api_style": groq.api_style,
+        "base_url": groq.base_url, "api_key_env": groq.api_key_env, "api_key": "gsk_test_key",
+        "requires_key": "on", "extra_headers": "{}", "max_concurrency": "2",
+        "connect_timeout_s": "10", "first_token_timeout_s": "60", "stall_timeout_s": "30",
+        "total_timeout_s": "300", "website": groq.website, "notes": groq.notes,
+        "endpoints-TOTAL_FORMS": "0", "endpoints-INITIAL_FORMS": "0",
+    }  # fmt: skip
+    response = admin_client.post(f"/admin/probes/provider/{groq.pk}/change/", form)
+    assert response.status_code == 302
+    active = Probe.objects.active()
+    assert active.exists()
+    assert set(active.values_list("endpoint__provider__slug", flat=True)) == {"groq"}
+
+
+def test_the_demo_providers_are_simulated_enabled_and_use_the_simulators_profiles():
+    report = load_demo("local", "http://127.0.0.1:9999/")
+    assert "4 new providers" in str(report)
+    demo = Provider.objects.filter(simulated=True)
+    assert demo.count() == len(DEMO_PROVIDERS)
+    for provider in demo:
+        assert provider.enabled and provider.probeable
+        assert provider.base_url == "http://127.0.0.1:9999/v1"
+        assert str(provider).endswith("(simulated)")
+        for endpoint in provider.endpoints.all():
+            assert endpoint.model_id in BUILTIN, f"{endpoint.model_id} is not a simulator profile"
+    assert set(Probe.objects.active().values_list("interval_s", flat=True)) == {DEMO_INTERVAL_S}
+
+
+def test_the_demo_follows_the_simulator_when_it_moves():
+    load_demo("local", "http://127.0.0.1:8765")
+    load_demo("local", "http://127.0.0.1:9000")
+    urls = set(Provider.objects.filter(simulated=True).values_list("base_url", flat=True))
+    assert urls == {"http://127.0.0.1:9000/v1"}
+
+
+def test_the_command_reports_what_it_loaded_then_that_it_is_up_to_date():
+    out = io.StringIO()
+    call_command("load_catalog", "--demo", stdout=out)
+    assert "new providers" in out.getvalue()
+    out = io.StringIO()
+    call_command("load_catalog", "--demo", stdout=out)
+    assert out.getvalue().count("up to date") == 2
+
+
+def test_the_command_refuses_a_malformed_region():
+    with pytest.raises(CommandError, match="--region 'EU West'"):
+        call_command("load_catalog", "--region", "EU West")
+
+
+def test_a_newer_seed_price_is_added_to_the_history_not_written_over(monkeypatch):
+    from datetime import date
+
+    from probes import catalog
+
+    load_catalog("local")
+    endpoint = Endpoint.objects.get(provider__slug="cerebras", model_id="llama-3.3-70b")
+    old_price = endpoint.current_price
+    monkeypatch.setattr(catalog, "CATALOG_AS_OF", date(2030, 1, 1))
+    load_catalog("local")
+    assert endpoint.prices.count() == 2
+    assert endpoint.price_at(date(2029, 12, 31)) == old_price
+    assert endpoint.price_at(date(2030, 1, 1)).effective_from == date(2030, 1, 1)

@@ -1,0 +1,165 @@
+"""The pages in a real headless Chromium (Debian's), against pytest-django's live server.
+
+Every test also checks that the page logged no console error and requested nothing
+outside localhost. Screenshots go to test-artifacts/; the leaderboard and run timeline
+ones are copied to static/img/ for the README.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+
+CHROMIUM = Path("/usr/bin/chromium")
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "test-artifacts"
+README_IMAGES = {"leaderboard": "readme-leaderboard.png", "run": "readme-run.png"}
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed"),
+]
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=str(CHROMIUM),
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+            ],
+        )
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser, live_server, transactional_db):
+    """A page that records console errors and every host it asks for."""
+    context = browser.new_context(viewport={"width": 1366, "height": 900})
+    page = context.new_page()
+    page.errors = []
+    page.hosts = set()
+    page.on("console", lambda m: m.type == "error" and page.errors.append(m.text))
+    page.on("pageerror", lambda e: page.errors.append(str(e)))
+    page.on("request", lambda r: page.hosts.add(urlparse(r.url).hostname))
+    page.base = live_server.url
+    yield page
+    context.close()
+    assert page.errors == [], f"console errors: {page.errors}"
+    assert page.hosts <= {"localhost", "127.0.0.1"}, f"requests left localhost: {page.hosts}"
+
+
+def screenshot(page, name: str) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    path = ARTIFACTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    if name in README_IMAGES:
+        target = ROOT / "static" / "img" / README_IMAGES[name]
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, target)
+
+
+def trace_count(page, chart_id: str) -> int:
+    page.wait_for_selector(f"#{chart_id}.js-plotly-plot .main-svg")
+    return page.evaluate(f"document.getElementById('{chart_id}').data.length")
+
+
+def first_endpoint(page) -> str:
+    return page.locator("#leaderboard-table tbody tr .endpoint").first.inner_text()
+
+
+def test_the_leaderboard_loads_with_data_and_draws_its_charts(page, history):
+    page.goto(page.base + "/")
+    rows = page.locator("#leaderboard-table tbody tr")
+    assert rows.count() == 4
+    assert first_endpoint(page) == "llama-3.3-70b"  # fastest by median output speed
+    assert "claimed 2,100 · measured" in rows.first.inner_text()
+    assert page.locator("tr.simulated .badge.sim").count() == 1
+    assert trace_count(page, "chart-speed-price") == 1
+    assert page.locator("#chart-speed-price .scatterlayer .point").count() == 3  # sim: no price
+    assert trace_count(page, "chart-ttft-speed") == 1
+    screenshot(page, "leaderboard")
+
+
+def test_sorting_swaps_only_the_table_and_the_back_button_restores_it(page, history):
+    page.goto(page.base + "/")
+    page.evaluate("window.__notReloaded = true")
+    page.locator("th.col-ttft_ms a.sort").click()
+    page.wait_for_url("**sort=ttft_ms**")
+    page.wait_for_selector("th.col-ttft_ms.sorted")
+    assert first_endpoint(page) == "sim-fast"  # lowest TTFT first
+    assert page.evaluate("window.__notReloaded") is True
+    assert page.locator("#sort-input").get_attribute("value") == "ttft_ms"
+
+    page.go_back()
+    page.wait_for_function("!location.search.includes('ttft_ms')")
+    page.wait_for_selector("th.col-output_tps.sorted")
+    assert first_endpoint(page) == "llama-3.3-70b"
+
+
+def test_filtering_by_model_swaps_only_the_table_and_keeps_the_url(page, history):
+    page.goto(page.base + "/?sort=ttft_ms")
+    page.evaluate("window.__notReloaded = true")
+    page.select_option("select[name=model]", "gpt-oss-120b")
+    page.wait_for_url("**model=gpt-oss-120b**")
+    page.wait_for_function("document.querySelectorAll('#leaderboard-table tbody tr').length === 1")
+    assert "sort=ttft_ms" in page.url  # the sort survives a filter change
+    assert page.evaluate("window.__notReloaded") is True
+    assert first_endpoint(page) == "openai/gpt-oss-120b"
+    # The charts follow the table: their data is swapped out of band.
+    page.wait_for_function(
+        "document.querySelectorAll('#chart-ttft-speed .scatterlayer .point').length === 1"
+    )
+
+
+def test_the_endpoint_page_draws_history_with_bands_and_availability(page, history):
+    endpoint = history["endpoints"]["fast"]
+    page.goto(f"{page.base}/endpoints/{endpoint.pk}/")
+    assert trace_count(page, "history-output_tps") == 3  # p25, p75 band, median
+    assert trace_count(page, "history-ttft_ms") == 3
+    assert trace_count(page, "availability") == 1
+    assert "server_error" in page.locator("table.breakdown").inner_text()
+    screenshot(page, "endpoint")
+
+
+def test_the_run_page_draws_the_token_timeline_and_gap_histogram(page, history):
+    run = next(r for r in history["runs"] if r.timeline)
+    page.goto(f"{page.base}/runs/{run.pk}/")
+    names = page.evaluate("document.getElementById('run-timeline').data.map(t => t.name)")
+    assert names == ["reasoning", "answer"]
+    assert trace_count(page, "run-gaps") == 1
+    screenshot(page, "run")
+
+
+def test_model_provider_and_methodology_pages_render(page, history):
+    page.goto(page.base + "/models/llama-33-70b/")
+    assert trace_count(page, "history-output_tps") == 9  # three endpoints × band + median
+    screenshot(page, "model")
+    page.goto(page.base + "/providers/demo-sim/")
+    assert page.locator("h1 .badge.sim").count() == 1
+    screenshot(page, "provider")
+    page.goto(page.base + "/methodology/#output_tps")
+    assert page.locator("dt#output_tps").is_visible()
+    screenshot(page, "methodology")
+
+
+def test_the_leaderboard_is_usable_on_a_phone(page, history):
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(page.base + "/")
+    page.wait_for_selector("#leaderboard-table")
+    # The page itself does not scroll sideways; only the table's own box does.
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1")
+    screenshot(page, "leaderboard-phone")
