@@ -25,9 +25,12 @@ app.conf.task_default_queue = "celery"
 
 
 def _beat_schedule() -> dict:
+    from dashboard.alerts.schedule import ALERTS_BEAT_SCHEDULE
+
     tick = settings.DISPATCH_INTERVAL_S
     # `expires` just under each period: a backed-up queue drops stale ticks, no burst.
     return {
+        **ALERTS_BEAT_SCHEDULE,
         "dispatch-due-probes": {
             "task": "probes.tasks.dispatch_due_probes",
             "schedule": float(tick),

@@ -15,10 +15,12 @@ class LoginRequiredMiddleware:
         self.get_response = get_response
 
     def __call__(self, request):
+        # The path first: /status must answer without touching the session store,
+        # which is the database, when the database is down.
         if (
             settings.REQUIRE_LOGIN
-            and not request.user.is_authenticated
             and not request.path.startswith(_OPEN_PREFIXES)
+            and not request.user.is_authenticated
         ):
             return redirect_to_login(request.get_full_path(), settings.LOGIN_URL)
         return self.get_response(request)
