@@ -12,7 +12,7 @@ each provider's pricing page (the `source_url`) before relying on them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import date
 from decimal import Decimal
 
@@ -20,6 +20,7 @@ from django.db import transaction
 from django.utils.text import slugify
 
 from probes.models import CanonicalModel, Claim, Endpoint, Price, Probe, Provider, Workload
+from probes.simulator.profiles import BUILTIN, Profile
 from probes.workloads import WORKLOADS
 
 CATALOG_AS_OF = date(2025, 6, 1)
@@ -306,23 +307,55 @@ PROVIDERS = [
 
 @dataclass(frozen=True)
 class DemoSeed:
-    """A simulated provider; `profile` is the simulator's model name selecting its speed."""
+    """A simulated provider; `profile` is the simulator's model name selecting its speed.
+
+    Names carry no "(simulated)": every page adds that mark to simulated providers itself.
+    Prices are made up, but differ, so the speed-vs-price chart shows a spread.
+    """
 
     name: str
+    slug: str  # stable, so renaming a demo provider updates it rather than adding another
     profile: str
     notes: str
+    input_per_m: str
+    output_per_m: str
 
 
-# Profile names must match probes/simulator's profiles (the model name selects one).
+# Profile names must match probes/simulator's profiles (the model name selects one), at
+# the speeds the seeds quote: 2,100 tok/s wafer-scale, 400 tok/s LPU, 120 tok/s GPU.
 DEMO_PROVIDERS = [
-    DemoSeed("Wafer-scale demo", "sim-blazing", "Simulates a ~2,100 tok/s wafer-scale engine."),
-    DemoSeed("LPU demo", "sim-fast", "Simulates a fast LPU (a few hundred tok/s)."),
-    DemoSeed("GPU cloud demo", "sim-gpu", "Simulates a ~120 tok/s GPU cloud."),
-    DemoSeed("Flaky demo", "sim-flaky", "Simulates a provider whose streams break."),
+    DemoSeed(
+        "Wafer-scale",
+        "wafer-scale-demo",
+        "sim-blazing",
+        "Simulates a ~2,100 tok/s wafer-scale engine.",
+        "0.85",
+        "1.20",
+    ),
+    DemoSeed("LPU", "lpu-demo", "sim-fast", "Simulates a ~400 tok/s LPU.", "0.59", "0.79"),
+    DemoSeed(
+        "GPU cloud",
+        "gpu-cloud-demo",
+        "sim-gpu",
+        "Simulates a ~120 tok/s GPU cloud.",
+        "0.25",
+        "0.40",
+    ),
+    DemoSeed(
+        "Flaky",
+        "flaky-demo",
+        "sim-flaky",
+        "Simulates a provider that fails about one request in four: rate limits, server "
+        "errors, streams cut off or stalled.",
+        "0.45",
+        "0.60",
+    ),
 ]
-# Every demo endpoint serves the same model, so the demo shows a side-by-side comparison,
-# and has a list price, so cost columns fill too.
-DEMO_ENDPOINT = Seed("", "Llama 3.3 70B", "0.60", "0.80")
+# Every demo endpoint serves the same model as real providers' endpoints, so the demo
+# shows a side-by-side comparison (and sits beside them, marked simulated, once real
+# providers are probed).
+DEMO_MODEL = "Llama 3.3 70B"
+DEMO_CLAIM_SOURCE = "Simulator profile setting"
 
 
 @dataclass
@@ -470,13 +503,18 @@ def load_catalog(region: str) -> LoadReport:
 
 @transaction.atomic
 def load_demo(region: str, simulator_url: str) -> LoadReport:
-    """Simulated providers served by our own simulator, enabled, probed every minute."""
+    """Simulated providers served by our own simulator, enabled, probed every minute.
+
+    The demo rows belong to the code, not the operator: their names, notes, base URL and
+    claimed speeds follow the seeds and the simulator on every load.
+    """
     report = LoadReport()
     workloads = load_workloads(report)
     base_url = simulator_url.rstrip("/") + "/v1"
     for seed in DEMO_PROVIDERS:
+        notes = f"{seed.notes} Served by Inferwatch's simulator; not a real vendor."
         provider, created = Provider.objects.get_or_create(
-            slug=slugify(seed.name),
+            slug=seed.slug,
             defaults={
                 "name": seed.name,
                 "base_url": base_url,
@@ -484,14 +522,33 @@ def load_demo(region: str, simulator_url: str) -> LoadReport:
                 "simulated": True,
                 "enabled": True,
                 "max_concurrency": 4,
-                "notes": f"{seed.notes} Served by Inferwatch's simulator; not a real vendor.",
+                "notes": notes,
             },
         )
-        if not created and provider.base_url != base_url:
-            # The simulator moves with SIMULATOR_URL; keep the demo pointing at it.
-            provider.base_url = base_url
-            provider.save(update_fields=["base_url", "updated"])
         report.add("providers", created)
-        endpoint = _endpoint(provider, replace(DEMO_ENDPOINT, model_id=seed.profile), "", report)
+        wanted = {"name": seed.name, "base_url": base_url, "notes": notes, "simulated": True}
+        stale = [name for name, value in wanted.items() if getattr(provider, name) != value]
+        if stale:
+            for name in stale:
+                setattr(provider, name, wanted[name])
+            provider.save(update_fields=[*stale, "updated"])
+        endpoint_seed = Seed(seed.profile, DEMO_MODEL, seed.input_per_m, seed.output_per_m)
+        endpoint = _endpoint(provider, endpoint_seed, "", report)
         _probes(endpoint, workloads, region, report, interval_s=DEMO_INTERVAL_S)
+        _demo_claim(endpoint, BUILTIN[seed.profile], report)
     return report
+
+
+def _demo_claim(endpoint: Endpoint, profile: Profile, report: LoadReport) -> None:
+    """The profile's configured speed as the endpoint's claim: the demo's claimed-vs-measured
+    column then shows how close the engine gets to a known truth."""
+    _, created = Claim.objects.update_or_create(
+        endpoint=endpoint,
+        metric="output_tps",
+        source_title=DEMO_CLAIM_SOURCE,
+        defaults={
+            "value": profile.tps,
+            "notes": f"The simulator's {profile.name} profile streams at this rate.",
+        },
+    )
+    report.add("claims", created)

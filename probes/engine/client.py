@@ -251,8 +251,12 @@ class _Measurement:
             now = perf_counter_ns()
             if rec.first_output_t is None:
                 deadline, kind = (first_dl, "timeout_first_token")
+                # Output may start and then stall before the first-token deadline:
+                # look again within one stall limit rather than at that deadline.
+                wake = min(first_dl, now + stall_ns)
             else:
                 deadline, kind = (rec.last_output_t + stall_ns, "timeout_stall")  # type: ignore[operator]
+                wake = deadline
             if total_dl <= deadline:
                 deadline, kind = total_dl, "timeout_total"
             if rec.error_t is not None and rec.error_t + _ERROR_GRACE_NS < deadline:
@@ -263,9 +267,10 @@ class _Measurement:
                 self.t_end = now
                 task.cancel()
                 return
-            self._watchdog = loop.call_later((deadline - now) / 1e9, check)
+            self._watchdog = loop.call_later((min(wake, deadline) - now) / 1e9, check)
 
-        self._watchdog = loop.call_later(min(limits.first_token_s, limits.total_s), check)
+        first_look_s = min(limits.first_token_s, limits.stall_s, limits.total_s)
+        self._watchdog = loop.call_later(first_look_s, check)
 
     async def _read_response(self, response: httpx.Response) -> None:
         result = self.result

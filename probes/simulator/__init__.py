@@ -15,12 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .profiles import BUILTIN, FAULTS, Profile, resolve
+from .profiles import BUILTIN, FAULTS, REALISTIC_FAULTS, Profile, resolve
 from .server import SimulatorServer, reduce_timer_slack
 
 __all__ = [
     "BUILTIN",
     "FAULTS",
+    "REALISTIC_FAULTS",
     "Profile",
     "SimulatorHandle",
     "SimulatorProcess",

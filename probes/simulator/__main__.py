@@ -6,7 +6,7 @@ import argparse
 import asyncio
 import sys
 
-from .profiles import FAULTS, Profile
+from .profiles import FAULTS, REALISTIC_FAULTS, Profile
 from .server import SimulatorServer, reduce_timer_slack
 
 
@@ -14,10 +14,10 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=prog,
         description="Simulated OpenAI/Anthropic-compatible streaming provider with a known "
-        "schedule. The model name selects a profile (sim-blazing, sim-fast, sim-gpu, "
-        "sim-batched, sim-jittery, sim-reasoner, sim-flaky, or any other name for the "
+        "schedule. The model name selects a profile (sim-blazing, sim-fast, sim-gpu, sim-flaky, "
+        "sim-batched, sim-jittery, sim-reasoner, or any other name for the "
         "default profile set by the options below); NAME@tps=R,ttft=T,k=K,jitter=J,"
-        "fault=F,after=N,reasoning=N,tokens=N overrides any of them per request.",
+        "fault=F,after=N,reasoning=N,tokens=N,errors=P overrides any of them per request.",
     )
     add_arguments(parser)
     return parser
@@ -37,6 +37,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="serve only this API (default: both)",
     )
     parser.add_argument("--fault", choices=FAULTS, default="none")
+    parser.add_argument(
+        "--error-rate",
+        type=probability,
+        default=0.0,
+        help="share of requests that fail, each with a fault drawn from "
+        f"{', '.join(REALISTIC_FAULTS)} (seeded: the same requests fail on every run)",
+    )
+
+
+def probability(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a probability between 0 and 1, got {text!r}")
+    return value
 
 
 def profile_from(args: argparse.Namespace) -> Profile:
@@ -47,6 +64,7 @@ def profile_from(args: argparse.Namespace) -> Profile:
         tokens_per_event=args.tokens_per_event,
         jitter_pct=args.jitter,
         fault=args.fault,
+        error_rate=args.error_rate,
     )
 
 

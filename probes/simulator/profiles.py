@@ -1,13 +1,19 @@
 """Speed profiles of the simulated provider, selected by the request's model name.
 
 A model name may carry overrides after ``@``: ``sim-fast@tps=4200,ttft=80,k=4,fault=stall``
-(keys: tps, ttft, k, jitter, fault, after, reasoning, tokens, seed). Tests and benchmarks
-use this to get any schedule from one running server.
+(keys: tps, ttft, k, jitter, fault, after, reasoning, tokens, seed, slow, errors). Tests and
+benchmarks use this to get any schedule from one running server.
+
+``error_rate`` makes a profile fail sometimes, like a real provider: each request fails with
+that probability, with a fault drawn from ``error_faults``. The draws come from a random
+generator seeded by the profile's ``seed``, so a given sequence of requests always meets the
+same failures.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import random
 from dataclasses import dataclass
 
 FAULTS = (
@@ -30,6 +36,10 @@ FAULTS = (
     "invalid_utf8",  # an event with bytes that are not UTF-8
 )
 
+# What "fails sometimes" looks like at real providers: throttling, a server error, a
+# stream cut off mid-answer, a stream that stops sending.
+REALISTIC_FAULTS = ("rate_limit", "server_error", "disconnect", "stall")
+
 
 @dataclass(frozen=True)
 class Profile:
@@ -44,25 +54,39 @@ class Profile:
     max_output_tokens: int | None = None  # cap below the request's max_tokens
     slow_ttft_s: float = 3600.0
     seed: int = 1
+    error_rate: float = 0.0  # probability that a request fails with one of error_faults
+    error_faults: tuple[str, ...] = REALISTIC_FAULTS
 
     def __post_init__(self) -> None:
-        if self.fault not in FAULTS:
-            raise ValueError(f"unknown fault {self.fault!r}; expected one of {', '.join(FAULTS)}")
+        for fault in (self.fault, *self.error_faults):
+            if fault not in FAULTS:
+                raise ValueError(f"unknown fault {fault!r}; expected one of {', '.join(FAULTS)}")
         if self.tps < 0 or self.ttft_ms < 0 or self.tokens_per_event < 1:
             raise ValueError("tps and ttft_ms must be >= 0 and tokens_per_event >= 1")
+        if not 0.0 <= self.error_rate <= 1.0:
+            raise ValueError(f"error_rate must be in [0, 1], got {self.error_rate}")
+        if self.error_rate and not self.error_faults:
+            raise ValueError("error_rate needs at least one fault in error_faults")
+
+    def for_request(self, rng: random.Random) -> Profile:
+        """This profile as one request meets it: failing with a drawn fault, or as it is."""
+        if not self.error_rate or rng.random() >= self.error_rate:
+            return self
+        return dataclasses.replace(self, fault=rng.choice(self.error_faults), error_rate=0.0)
 
 
-# The demo's providers: one process, one port, one profile per model name.
+# One process, one port, one profile per model name. The first four are the demo's
+# providers (probes/catalog.py), at the speeds the seeds quote.
 BUILTIN = {
     p.name: p
     for p in (
-        Profile("sim-blazing", tps=2100, ttft_ms=80),
-        Profile("sim-fast", tps=500, ttft_ms=150),
-        Profile("sim-gpu", tps=120, ttft_ms=300),
+        Profile("sim-blazing", tps=2100, ttft_ms=80),  # wafer-scale
+        Profile("sim-fast", tps=400, ttft_ms=150),  # LPU
+        Profile("sim-gpu", tps=120, ttft_ms=300),  # GPU cloud
+        Profile("sim-flaky", tps=200, ttft_ms=200, jitter_pct=10, error_rate=0.25),
         Profile("sim-batched", tps=1000, ttft_ms=200, tokens_per_event=8),
         Profile("sim-jittery", tps=80, ttft_ms=400, jitter_pct=30),
         Profile("sim-reasoner", tps=300, ttft_ms=250, reasoning_tokens=120),
-        Profile("sim-flaky", tps=200, ttft_ms=200, fault="disconnect"),
     )
 }
 
@@ -77,6 +101,7 @@ _KEYS = {
     "tokens": ("max_output_tokens", int),
     "seed": ("seed", int),
     "slow": ("slow_ttft_s", float),
+    "errors": ("error_rate", float),
 }
 
 

@@ -406,6 +406,9 @@ class SimulatorServer:
         self.apis = apis
         self.scheduler: Scheduler
         self._server: asyncio.base_events.Server | None = None
+        # One failure draw sequence per model name, seeded by its profile: the n-th request
+        # for a name meets the same fault (or none) on every run of the same test.
+        self._failure_rngs: dict[str, random.Random] = {}
 
     async def start(self) -> int:
         from probes.engine import tokens
@@ -459,13 +462,17 @@ class SimulatorServer:
             return
         try:
             req = orjson.loads(body)
-            profile = resolve(str(req.get("model") or "sim-default"), self.default)
+            model = str(req.get("model") or "sim-default")
+            profile = resolve(model, self.default)
         except (orjson.JSONDecodeError, ValueError, AttributeError) as exc:
             msg = orjson.dumps(
                 {"error": {"message": f"bad request: {exc}", "type": "invalid_request_error"}}
             )
             conn.respond(400, "Bad Request", msg)
             return
+        if profile.error_rate:
+            rng = self._failure_rngs.setdefault(model, random.Random(profile.seed))
+            profile = profile.for_request(rng)
         self._stream(conn, api, req, profile, t_request)
 
     def _stream(

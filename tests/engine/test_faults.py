@@ -190,3 +190,15 @@ def test_a_connection_that_never_completes_is_timeout_connect() -> None:
     assert result.status == "timeout_connect"
     assert result.cold_connection is True
     assert result.ttfb_ms is None
+
+
+def test_a_stall_is_caught_at_the_stall_limit_even_when_the_first_token_limit_is_longer(
+    sim: SimulatorHandle,
+) -> None:
+    limits = Limits(first_token_s=3, stall_s=0.2, total_s=5)
+    result = run(sim, "m@tps=100,ttft=20,fault=stall,after=8", limits=limits)
+    assert result.status == "timeout_stall"
+    stalled_for_ms = result.e2e_ms - result.ttft_ms
+    # Eight events at 100 tok/s take ~70 ms, then 200 ms of silence: not the 3 s
+    # first-token limit.
+    assert 200 <= stalled_for_ms < 1000, stalled_for_ms

@@ -6,7 +6,14 @@ import io
 import pytest
 from django.core.management import CommandError, call_command
 
-from probes.catalog import DEMO_INTERVAL_S, DEMO_PROVIDERS, PROVIDERS, load_catalog, load_demo
+from probes.catalog import (
+    DEMO_CLAIM_SOURCE,
+    DEMO_INTERVAL_S,
+    DEMO_PROVIDERS,
+    PROVIDERS,
+    load_catalog,
+    load_demo,
+)
 from probes.models import CanonicalModel, Claim, Endpoint, Price, Probe, Provider, Workload
 from probes.simulator.profiles import BUILTIN
 from probes.workloads import WORKLOADS
@@ -115,6 +122,52 @@ def test_the_demo_providers_are_simulated_enabled_and_use_the_simulators_profile
         for endpoint in provider.endpoints.all():
             assert endpoint.model_id in BUILTIN, f"{endpoint.model_id} is not a simulator profile"
     assert set(Probe.objects.active().values_list("interval_s", flat=True)) == {DEMO_INTERVAL_S}
+
+
+def test_the_demo_has_the_seeds_speed_profiles_under_names_marked_simulated():
+    load_demo("local", "http://127.0.0.1:9999/")
+    shown = {
+        str(e.provider): (e.model_id, BUILTIN[e.model_id].tps)
+        for e in Endpoint.objects.filter(provider__simulated=True).select_related("provider")
+    }
+    assert shown == {
+        "Wafer-scale (simulated)": ("sim-blazing", 2100),
+        "LPU (simulated)": ("sim-fast", 400),
+        "GPU cloud (simulated)": ("sim-gpu", 120),
+        "Flaky (simulated)": ("sim-flaky", 200),
+    }
+    assert BUILTIN["sim-flaky"].error_rate > 0
+
+
+def test_the_demo_sits_on_the_same_model_as_the_real_providers():
+    load_catalog("local")
+    load_demo("local", "http://127.0.0.1:9999")
+    llama = CanonicalModel.objects.get(name="Llama 3.3 70B")
+    simulated = set(llama.endpoints.values_list("provider__simulated", flat=True))
+    assert simulated == {True, False}
+    assert llama.endpoints.filter(provider__simulated=True).count() == len(DEMO_PROVIDERS)
+
+
+def test_each_demo_endpoint_claims_its_profiles_speed():
+    load_demo("local", "http://127.0.0.1:9999")
+    claims = {
+        c.endpoint.model_id: (c.metric, c.value, c.source_title)
+        for c in Claim.objects.filter(endpoint__provider__simulated=True)
+    }
+    assert claims["sim-blazing"] == ("output_tps", 2100, DEMO_CLAIM_SOURCE)
+    assert claims["sim-fast"] == ("output_tps", 400, DEMO_CLAIM_SOURCE)
+    assert len(claims) == len(DEMO_PROVIDERS)
+
+
+def test_reloading_renames_an_older_demo_provider_instead_of_adding_one():
+    load_demo("local", "http://127.0.0.1:9999")
+    Provider.objects.filter(slug="lpu-demo").update(name="LPU demo", notes="old")
+    Claim.objects.filter(endpoint__model_id="sim-fast").update(value=500)
+    load_demo("local", "http://127.0.0.1:9999")
+    lpu = Provider.objects.get(slug="lpu-demo")
+    assert (lpu.name, Provider.objects.filter(simulated=True).count()) == ("LPU", 4)
+    assert "~400 tok/s" in lpu.notes
+    assert Claim.objects.get(endpoint__model_id="sim-fast").value == 400
 
 
 def test_the_demo_follows_the_simulator_when_it_moves():

@@ -1,10 +1,14 @@
 """Factories for the read side: a small catalog with a simulated provider, runs over the
-last days, and rollups built by the real rollup code (dashboard/rollups.py)."""
+last days, and rollups built by the real rollup code (dashboard/rollups.py); and the demo
+of simulated providers measured for real, for the README's screenshots."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import random
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import date, timedelta
 from decimal import Decimal
 
@@ -13,6 +17,9 @@ from django.utils import timezone
 from django.utils.text import slugify
 
 from dashboard import queries, rollups
+from probes import recording
+from probes.catalog import DEMO_PROVIDERS, DemoSeed, load_demo
+from probes.engine import Limits, Prices, ProbeRequest, RunResult, measure
 from probes.models import (
     CanonicalModel,
     Claim,
@@ -23,6 +30,9 @@ from probes.models import (
     Provider,
     Workload,
 )
+from probes.recording import RunContext
+from probes.simulator import BUILTIN, REALISTIC_FAULTS, start_in_process
+from probes.workloads import WORKLOADS
 
 # live_server + Playwright's sync API share one thread: Django's async-safety check
 # would refuse the ORM calls pytest-django makes there (known interaction).
@@ -233,3 +243,127 @@ def history(catalog):
     runs = ProbeRun.objects.bulk_create(runs)
     rollups.rebuild()
     return {**catalog, "runs": runs}
+
+
+# -- the demo, measured: what the README's screenshots show ------------------------------
+
+DEMO_REGION = "eu-west"
+DEMO_WORKLOAD = "chat-1k"  # the headline workload, the leaderboard's default
+DEMO_REAL_RUNS = 2  # per demo provider; the GPU profile takes ~4.5 s a run
+DEMO_HISTORY_HOURS = 71  # inside the leaderboard's default 72 h window
+DEMO_WORKER = "readme-demo"
+
+
+@dataclass
+class DemoMeasurements:
+    """Real runs of the engine against the simulator, taken once per test session."""
+
+    runs: dict[str, list[RunResult]]  # per demo profile, in the order measured
+    faults: dict[str, RunResult]  # per realistic fault, one failed run of the flaky profile
+
+
+def list_prices(seed: DemoSeed) -> Prices:
+    """The demo's list price, as the runner passes it from the catalog."""
+    return Prices(input_per_m=float(seed.input_per_m), output_per_m=float(seed.output_per_m))
+
+
+@pytest.fixture(scope="session")
+def demo_measurements() -> DemoMeasurements:
+    """Each demo profile measured DEMO_REAL_RUNS times (providers side by side, each in
+    turn), plus one run of each fault the flaky profile draws from."""
+    spec = next(w for w in WORKLOADS if w.slug == DEMO_WORKLOAD)
+    profiles = [seed.profile for seed in DEMO_PROVIDERS]
+    fault_models = [f"sim-flaky@fault={fault},errors=0" for fault in REALISTIC_FAULTS]
+
+    async def in_turn(base_url: str, models: list[str], prices: Prices) -> list[RunResult]:
+        limits = Limits(first_token_s=5, stall_s=1, total_s=30)
+        return [
+            await measure(
+                ProbeRequest(
+                    api="openai-chat",
+                    base_url=base_url,
+                    model=model,
+                    messages=spec.messages,
+                    max_tokens=spec.max_tokens,
+                    limits=limits,
+                    prices=prices,
+                )
+            )
+            for model in models
+        ]
+
+    async def everything(base_url: str) -> list[list[RunResult]]:
+        jobs = [
+            in_turn(base_url, [seed.profile] * DEMO_REAL_RUNS, list_prices(seed))
+            for seed in DEMO_PROVIDERS
+        ]
+        flaky = next(seed for seed in DEMO_PROVIDERS if seed.profile == "sim-flaky")
+        return await asyncio.gather(*jobs, in_turn(base_url, fault_models, list_prices(flaky)))
+
+    # The simulator in its own process, so it keeps its schedule whatever this one does;
+    # the client on a thread of its own, as Playwright's sync API may own this one's loop.
+    with start_in_process() as sim, ThreadPoolExecutor(1) as thread:
+        *runs, faults = thread.submit(asyncio.run, everything(sim.base_url)).result()
+    return DemoMeasurements(
+        dict(zip(profiles, runs, strict=True)), dict(zip(REALISTIC_FAULTS, faults, strict=True))
+    )
+
+
+def replayed(fields: dict, rng: random.Random) -> dict:
+    """A measured run's fields with seeded noise on its latency and speed."""
+    fields = {**fields, "timeline": None}
+    if fields["status"] != "ok":
+        return fields
+    latency, speed = rng.lognormvariate(0, 0.12), rng.gauss(1, 0.03)
+    streaming_ms = fields["e2e_ms"] - fields["ttft_ms"]
+    for name in ("ttfb_ms", "ttft_ms", "ttfat_ms"):
+        if fields[name] is not None:
+            fields[name] *= latency
+    for name in ("output_tps", "output_tps_o200k"):
+        if fields[name] is not None:
+            fields[name] *= speed
+    fields["e2e_ms"] = fields["ttft_ms"] + streaming_ms / speed
+    return fields
+
+
+@pytest.fixture
+def demo(db, demo_measurements: DemoMeasurements) -> dict:
+    """The demo catalog with history, for the README screenshots.
+
+    The newest runs of each simulated provider are real measurements recorded through
+    probes/recording.py. Behind them, an hourly history over three days replays those
+    measurements with seeded noise, failing as often and as variously as the flaky
+    profile does (each failure a real run of that fault), so the charts have a history.
+    """
+    load_demo(DEMO_REGION, "http://127.0.0.1:8099")
+    workload = Workload.objects.get(slug=DEMO_WORKLOAD)
+    rng = random.Random(2100)
+    now = timezone.now()
+    real, history = {}, []
+    for seed in DEMO_PROVIDERS:
+        probe = Probe.objects.get(
+            endpoint__provider__slug=seed.slug, workload=workload, region=DEMO_REGION
+        )
+        ctx = RunContext(
+            endpoint_id=probe.endpoint_id,
+            workload_id=workload.pk,
+            region=DEMO_REGION,
+            worker=DEMO_WORKER,
+            probe_id=probe.pk,
+            price=probe.endpoint.current_price,
+        )
+        measured = demo_measurements.runs[seed.profile]
+        for result in measured:
+            assert recording.record(result, ctx) == "written"
+        real[seed.profile] = ProbeRun.objects.filter(probe=probe).latest("started_at")
+        ok = [r for r in measured if r.status == "ok"] or [demo_measurements.faults["stall"]]
+        profile, draws = BUILTIN[seed.profile], random.Random(BUILTIN[seed.profile].seed)
+        for hour in range(1, DEMO_HISTORY_HOURS + 1):
+            fault = profile.for_request(draws).fault
+            result = ok[hour % len(ok)] if fault == "none" else demo_measurements.faults[fault]
+            fields = replayed(recording.run_fields(result, ctx), rng)
+            fields["started_at"] = now - timedelta(hours=hour, minutes=rng.randint(0, 50))
+            history.append(ProbeRun(**fields))
+    ProbeRun.objects.bulk_create(history)
+    rollups.rebuild()
+    return {"workload": workload, "real_runs": real}

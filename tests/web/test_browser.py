@@ -1,8 +1,9 @@
 """The pages in a real headless Chromium (Debian's), against pytest-django's live server.
 
 Every test also checks that the page logged no console error and requested nothing
-outside localhost. Screenshots go to test-artifacts/; the leaderboard and run timeline
-ones are copied to static/img/ for the README.
+outside localhost. Screenshots go to test-artifacts/. The README's (static/img/readme-*)
+come only from the demo: simulated providers measured for real (tests/web/conftest.py's
+`demo`), never from the factory data, whose made-up figures carry vendors' names.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import pytest
 CHROMIUM = Path("/usr/bin/chromium")
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
-README_IMAGES = {"leaderboard": "readme-leaderboard.png", "run": "readme-run.png"}
+README_IMAGES = {"demo-leaderboard": "readme-leaderboard.png", "demo-run": "readme-run.png"}
 
 pytestmark = [
     pytest.mark.browser,
@@ -62,10 +63,10 @@ def page(browser, live_server, transactional_db):
     assert page.hosts <= {"localhost", "127.0.0.1"}, f"requests left localhost: {page.hosts}"
 
 
-def screenshot(page, name: str) -> None:
+def screenshot(page, name: str, full_page: bool = True) -> None:
     ARTIFACTS.mkdir(exist_ok=True)
     path = ARTIFACTS / f"{name}.png"
-    page.screenshot(path=str(path), full_page=True)
+    page.screenshot(path=str(path), full_page=full_page)
     if name in README_IMAGES:
         target = ROOT / "static" / "img" / README_IMAGES[name]
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -79,6 +80,14 @@ def trace_count(page, chart_id: str) -> int:
 
 def first_endpoint(page) -> str:
     return page.locator("#leaderboard-table tbody tr .endpoint").first.inner_text()
+
+
+def fits_sideways(page, selector: str) -> bool:
+    """Nothing in `selector` sticks out to the right: no hidden column, no sideways scroll."""
+    return page.evaluate(
+        "s => document.querySelector(s).scrollWidth <= document.querySelector(s).clientWidth + 1",
+        selector,
+    )
 
 
 def test_the_leaderboard_loads_with_data_and_draws_its_charts(page, history):
@@ -163,3 +172,53 @@ def test_the_leaderboard_is_usable_on_a_phone(page, history):
     # The page itself does not scroll sideways; only the table's own box does.
     assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1")
     screenshot(page, "leaderboard-phone")
+
+
+def test_the_readme_leaderboard_shows_the_simulated_demo_measured_for_real(page, demo):
+    page.goto(page.base + "/")
+    rows = page.locator("#leaderboard-table tbody tr")
+    assert rows.count() == 4
+    assert rows.locator(".badge.sim").count() == 4  # every provider marked simulated
+    assert page.locator("#leaderboard-table tbody tr:not(.simulated)").count() == 0
+    assert first_endpoint(page) == "sim-blazing"
+    assert "claimed 2,100 · measured" in rows.first.inner_text()
+    # At a laptop's width the whole table shows, claims column included.
+    assert fits_sideways(page, "#leaderboard .table-scroll")
+    claims = page.locator("#leaderboard-table tbody tr").first.locator("td.claims")
+    table_box = page.locator("#leaderboard .table-scroll").bounding_box()
+    claims_box = claims.bounding_box()
+    assert claims_box["x"] + claims_box["width"] <= table_box["x"] + table_box["width"] + 1
+    assert trace_count(page, "chart-speed-price") == 1
+    assert page.locator("#chart-speed-price .scatterlayer .point").count() == 4
+    screenshot(page, "demo-leaderboard")
+
+
+def test_the_readme_run_timeline_is_a_real_measured_run(page, demo):
+    run = demo["real_runs"]["sim-blazing"]
+    assert run.status == "ok" and run.worker == "readme-demo"
+    page.goto(f"{page.base}/runs/{run.pk}/")
+    assert page.locator("h1 .badge.sim, .badge.sim").count() >= 1
+    names = page.evaluate("document.getElementById('run-timeline').data.map(t => t.name)")
+    assert names == ["answer"]
+    tokens = page.evaluate("Math.max(...document.getElementById('run-timeline').data[0].y)")
+    assert tokens == run.output_tokens
+    assert trace_count(page, "run-gaps") == 1
+    # The README shows the top: timeline, gaps and client vs provider timing.
+    screenshot(page, "demo-run", full_page=False)
+
+
+def test_the_demo_leaderboard_fits_a_phone_without_the_page_scrolling_sideways(page, demo):
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(page.base + "/")
+    page.wait_for_selector("#leaderboard-table")
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1")
+    # The table scrolls inside its own box instead.
+    scroller = page.locator("#leaderboard .table-scroll")
+    box = scroller.bounding_box()
+    assert box["x"] >= 0 and box["x"] + box["width"] <= 390 + 1
+    screenshot(page, "demo-leaderboard-phone")
+    # Scrolled to its far right, the table still shows which provider each row is.
+    scroller.evaluate("el => { el.scrollLeft = el.scrollWidth }")
+    assert scroller.evaluate("el => el.scrollLeft") > 0
+    who = page.locator("#leaderboard-table tbody td.who").first.bounding_box()
+    assert box["x"] <= who["x"] <= box["x"] + 2

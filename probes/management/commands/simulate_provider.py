@@ -14,10 +14,10 @@ class Command(BaseCommand):
     help = (
         "Run an OpenAI- and Anthropic-compatible streaming server that emits on absolute "
         "deadlines (known schedule), reports usage and server timing, and misbehaves on "
-        "demand (--fault). The request's model name selects a speed profile: sim-blazing, "
-        "sim-fast, sim-gpu, sim-batched, sim-jittery, sim-reasoner, sim-flaky, or any other "
-        "name for the profile set by the options; NAME@tps=R,ttft=T,k=K,fault=F overrides "
-        "per request."
+        "demand (--fault) or some of the time (--error-rate). The request's model name selects "
+        "a speed profile: sim-blazing, sim-fast, sim-gpu, sim-flaky, sim-batched, sim-jittery, "
+        "sim-reasoner, or any other name for the profile set by the options; "
+        "NAME@tps=R,ttft=T,k=K,fault=F,errors=P overrides per request."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
