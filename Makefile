@@ -7,7 +7,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3.12 || \
 	(python3 -c 'import sys; sys.exit(not (3, 11) <= sys.version_info[:2] < (3, 13))' 2>/dev/null \
 	&& command -v python3) || true)
 
-.PHONY: run stop test bench lint format
+.PHONY: run stop test bench bench-scale bench-pages bench-alerts lint format
 
 $(VENV)/.installed: pyproject.toml
 	@if [ -z "$(PYTHON)" ]; then echo "Inferwatch needs Python 3.11 or 3.12 (python3.11 not found on PATH); install it and retry." >&2; exit 1; fi
@@ -26,8 +26,18 @@ stop: $(VENV)/.installed
 test: $(VENV)/.installed
 	$(PY) -m dashboard.devstack test
 
-bench: $(VENV)/.installed
+# Benchmarks print ratios against baselines measured in the same run; none is a test.
+bench: $(VENV)/.installed  # the measuring client vs the openai SDK and httpx (~8 min)
 	$(PY) tests/benchmarks/bench_engine.py
+
+bench-scale: $(VENV)/.installed  # queries and dispatcher at 10 M runs (first run generates ~20 min)
+	$(PY) tests/benchmarks/bench_scale.py
+
+bench-pages: $(VENV)/.installed  # page server time on the bench-scale database
+	$(PY) tests/benchmarks/bench_pages.py --db inferwatch_bench
+
+bench-alerts: $(VENV)/.installed  # one alert evaluation over a realistic run table
+	$(PY) -m dashboard.devstack test tests/benchmarks/bench_alerts.py -s -q
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .

@@ -41,6 +41,12 @@ def _beat_schedule() -> dict:
             "schedule": 60.0,
             "options": {"expires": 55.0},
         },
+        # Re-sends or reports slots whose worker died (probes/ledger.py).
+        "sweep-dispatched-slots": {
+            "task": "probes.tasks.sweep_dispatched_slots",
+            "schedule": 60.0,
+            "options": {"expires": 55.0},
+        },
         "prune-raw-runs": {
             "task": "probes.tasks.prune_raw_runs",
             "schedule": 24 * 3600.0,

@@ -53,3 +53,65 @@ class RunRollup(models.Model):
     def __str__(self) -> str:
         where = f"{self.endpoint} {self.workload.slug} {self.region}"
         return f"{where} {self.granularity} {self.bucket_start:%Y-%m-%d %H:%M}"
+
+
+class WindowSnapshot(models.Model):
+    """The rolled-up part of one leaderboard window, pre-merged per series.
+
+    A window's figures are the merge of dozens of rollup rows per series (daily rows for
+    whole days, hourly rows for the edges), and its sparkline one merge per hour or day:
+    thousands of histograms per page at a year of data. `dashboard/snapshots.py` merges
+    them once per hour, when the window moves, into one row per endpoint × workload ×
+    region (and per endpoint × workload over all regions, `ALL_REGIONS`, for
+    sparklines), so a page reads about one row per leaderboard row. Merged histograms are
+    sums of bucket counts, so the figures are exactly those of the rollups they replace;
+    runs newer than the snapshot (the raw tail) are added at read time as before.
+    """
+
+    ALL_REGIONS = "*"
+
+    window = models.CharField(max_length=8)
+    endpoint = models.ForeignKey(Endpoint, on_delete=models.CASCADE, related_name="+")
+    workload = models.ForeignKey(Workload, on_delete=models.CASCADE, related_name="+")
+    region = models.CharField(max_length=40)
+
+    runs = models.PositiveIntegerField(default=0)
+    ok_runs = models.PositiveIntegerField(default=0)
+    status_counts = models.JSONField(default=dict)
+    hists = models.JSONField(default=dict)  # metric → histogram
+    sum_output_tokens = models.BigIntegerField(default=0)
+    sum_cost_usd = models.DecimalField(max_digits=16, decimal_places=8, default=0)
+    last_run_at = models.DateTimeField(null=True)
+    # Median output speed per sparkline bucket wholly inside the snapshot:
+    # [[epoch seconds, tok/s or null], ...]; and the speed histogram of the bucket the
+    # snapshot ends in (a day still filling up), [epoch seconds, histogram] or null.
+    spark_points = models.JSONField(default=list)
+    spark_open = models.JSONField(null=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["window", "workload", "region", "endpoint"], name="snapshot_unique_row"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.window} {self.endpoint_id} {self.workload_id} {self.region}"
+
+
+class SnapshotBuild(models.Model):
+    """Which stretch of rollups a window's snapshot rows cover, so that readers use them
+    only while they match their own window exactly. Deleted (and so rebuilt by the next
+    maintenance) when a recomputed rollup bucket falls inside that stretch."""
+
+    window = models.CharField(max_length=8, primary_key=True)
+    covers_from = models.DateTimeField()
+    covers_to = models.DateTimeField()
+    built_at = models.DateTimeField()
+    build_ms = models.FloatField(default=0)
+
+    class Meta:
+        indexes = [models.Index(fields=["covers_from", "covers_to"], name="snapshot_bounds_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.window}: {self.covers_from:%Y-%m-%d %H:%M} – {self.covers_to:%H:%M}"

@@ -4,6 +4,10 @@ Long windows read RunRollup (daily rows for whole days, hourly rows for the ragg
 edges); the newest stretch, which rollups may not cover yet, reads raw ProbeRun rows.
 Both are turned into the same mergeable histograms (dashboard/histogram.py), so a
 percentile over any window is one merge, never a median of medians.
+
+Leaderboard windows (and /metrics' 24 h and lifetime figures) read their rolled-up part
+from window snapshots instead while one matches (dashboard/snapshots.py): the same
+merge, done once per hour by the maintenance task rather than on every page view.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from bisect import bisect_left
 from collections import OrderedDict, defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from itertools import accumulate
 
@@ -26,7 +30,7 @@ from django.db.models.functions import Cast
 from django.utils import timezone
 
 from dashboard import histogram
-from dashboard.models import ROLLUP_METRICS, RunRollup
+from dashboard.models import ROLLUP_METRICS, RunRollup, SnapshotBuild, WindowSnapshot
 from dashboard.web.definitions import METRICS, PERCENTILES
 from probes.models import (
     STATUSES,
@@ -51,6 +55,8 @@ LEADERBOARD_WINDOWS: dict[str, timedelta] = {
 }
 HISTORY_WINDOWS: dict[str, timedelta] = {**LEADERBOARD_WINDOWS, "90d": 90 * DAY}
 DEFAULT_WINDOW = "72h"
+# The snapshot of all of time (/metrics counters), beside the leaderboard windows'.
+LIFETIME = "lifetime"
 DEFAULT_HISTORY_WINDOW = "7d"
 ALL = "all"
 
@@ -268,6 +274,9 @@ class Agg:
     def add_hist(self, metric: str, hist: Mapping[str, int]) -> None:
         self._cdf.pop(metric, None)
         target = self.hists[metric]
+        if not target:  # the common first merge: a copy, at C speed
+            target.update(hist)
+            return
         for key, n in hist.items():
             target[key] = target.get(key, 0) + n
 
@@ -300,9 +309,8 @@ class Agg:
         """As histogram.percentile (nearest rank on buckets), memoised per metric: pages
         ask several percentiles of the same histogram."""
         if metric not in self._cdf:
-            hist = self.hists[metric]
-            keys = sorted(int(k) for k in hist)
-            self._cdf[metric] = (keys, list(accumulate(hist[str(k)] for k in keys)))
+            pairs = sorted([(int(k), n) for k, n in self.hists[metric].items()])
+            self._cdf[metric] = ([k for k, _ in pairs], list(accumulate(n for _, n in pairs)))
         keys, cumulative = self._cdf[metric]
         if not keys:
             return None
@@ -345,8 +353,26 @@ def collect(
     """
     plan = plan_window(start, now, use_days=bucket != "hour")
     fields = tuple(_GROUP_FIELDS[g] for g in group_by)
+    base = None
+    if bucket == "none":
+        base = _snapshot_aggregates(scope, plan, fields, metrics)
+    if base is None:
+        base = _rollup_aggregates(scope, plan, fields, bucket, metrics)
+    return _with_raw_tail(base, scope, plan.raw_from, now, fields, bucket, metrics)
+
+
+def _with_raw_tail(
+    base: Mapping[tuple[GroupKey, datetime | None], Agg],
+    scope: Scope,
+    raw_from: datetime,
+    now: datetime,
+    fields: tuple[str, ...],
+    bucket: str,
+    metrics: tuple[str, ...],
+) -> dict[tuple[GroupKey, datetime | None], Agg]:
+    """`base` (rolled-up aggregates) plus the raw runs in [raw_from, now]."""
     # Aggregates from the memo are shared: copy one before the first change to it.
-    out = dict(_rollup_aggregates(scope, plan, fields, bucket, metrics))
+    out = dict(base)
     owned: set = set()
 
     def mine(key) -> Agg:
@@ -356,9 +382,7 @@ def collect(
         return out[key]
 
     n = len(fields)
-    raw = ProbeRun.objects.filter(
-        scope, started_at__gte=plan.raw_from, started_at__lte=now
-    ).values_list(
+    raw = ProbeRun.objects.filter(scope, started_at__gte=raw_from, started_at__lte=now).values_list(
         *fields, "started_at", "status", "short_output", "output_tokens", "cost_usd", *metrics
     )
     for row in raw:
@@ -464,6 +488,138 @@ def _read_rollups(rows, fields, bucket, metrics) -> dict[tuple[GroupKey, datetim
             if hist and hist != "{}":
                 agg.add_hist(metric, orjson.loads(hist))
     return dict(out)
+
+
+# ------------------------------------------------------------------ snapshots
+
+
+def snapshot_window(plan: Plan) -> str | None:
+    """The window whose snapshot (dashboard/snapshots.py) covers exactly the rolled-up
+    part of `plan`, if one was built for it this hour and not invalidated since."""
+    if not plan.rollups:
+        return None
+    return (
+        SnapshotBuild.objects.filter(
+            window__in=list(LEADERBOARD_WINDOWS),
+            covers_from=plan.rollups[0][1],
+            covers_to=plan.raw_from,
+        )
+        .values_list("window", flat=True)
+        .first()
+    )
+
+
+def _snapshot_aggregates(
+    scope: Scope, plan: Plan, fields: tuple[str, ...], metrics: tuple[str, ...]
+) -> dict[tuple[GroupKey, None], Agg] | None:
+    """The rolled-up part of `plan` from a window snapshot: one row per series instead of
+    dozens of rollup rows. None when no snapshot covers the plan (read rollups instead)."""
+    window = snapshot_window(plan)
+    if window is None:
+        return None
+    rows = (
+        WindowSnapshot.objects.filter(scope, window=window)
+        .exclude(region=WindowSnapshot.ALL_REGIONS)
+        .annotate(_counts=Cast("status_counts", TextField()), _hists=Cast("hists", TextField()))
+        .values_list(
+            *fields,
+            "runs",
+            "ok_runs",
+            "last_run_at",
+            "sum_output_tokens",
+            "sum_cost_usd",
+            "_counts",
+            "_hists",
+        )
+    )
+    n = len(fields)
+    out: dict[tuple[GroupKey, None], Agg] = defaultdict(Agg)
+    for row in rows:
+        runs, ok_runs, last, tokens, cost, counts, hists = row[n:]
+        agg = out[(tuple(row[:n]), None)]
+        agg.runs += runs
+        agg.ok_runs += ok_runs
+        agg.seen(last)
+        agg.sum_output_tokens += tokens
+        agg.sum_cost_usd += cost
+        agg.add_counts(orjson.loads(counts))
+        decoded = orjson.loads(hists)
+        for metric in metrics:
+            agg.add_hist(metric, decoded.get(metric, {}))
+    return dict(out)
+
+
+def sparkline_bucket(window: str) -> str:
+    """Even buckets so sparklines read evenly: hours up to three days, days beyond."""
+    return "hour" if LEADERBOARD_WINDOWS[window] <= 72 * HOUR else "day"
+
+
+@dataclass
+class WindowFigures:
+    """A leaderboard window's figures per endpoint and its per-bucket speed sparklines."""
+
+    totals: dict[int, Agg]
+    sparklines: dict[int, list[Point]]
+
+
+def window_figures(window: str, scope: Scope, region: str, now: datetime) -> WindowFigures:
+    """Figures and sparklines per endpoint, grouped over regions unless one is chosen.
+
+    The rolled-up part comes from the window's snapshot when one matches (one row per
+    series), else from rollups; the raw tail is read once, per sparkline bucket, and
+    serves both the totals and the sparklines.
+    """
+    start = now - LEADERBOARD_WINDOWS[window]
+    bucket = sparkline_bucket(window)
+    fields = ("endpoint_id",)
+    plan = plan_window(start, now)
+    tail = _with_raw_tail({}, scope, plan.raw_from, now, fields, bucket, ROLLUP_METRICS)
+
+    base = _snapshot_aggregates(scope, plan, fields, ROLLUP_METRICS)
+    shared = base is None  # memoised rollup reads are shared: copied before changing
+    if base is None:
+        base = _rollup_aggregates(scope, plan, fields, "none", ROLLUP_METRICS)
+        spark_plan = plan_window(start, now, use_days=bucket != "hour")
+        spark_base = _rollup_aggregates(scope, spark_plan, fields, bucket, ("output_tps",))
+        finished: dict[int, list[Point]] = {}
+    else:
+        finished, spark_base = _snapshot_sparklines(scope, plan, region)
+
+    totals = {key[0]: agg.copy() if shared else agg for (key, _), agg in base.items()}
+    buckets = {key: agg.copy() if shared else agg for key, agg in spark_base.items()}
+    for key, agg in tail.items():
+        (endpoint_id,), _ = key
+        totals.setdefault(endpoint_id, Agg()).merge(agg)
+        buckets.setdefault(key, Agg()).merge(agg)
+    spark = {endpoint_id: list(points) for endpoint_id, points in finished.items()}
+    for ((endpoint_id,), when), agg in sorted(buckets.items(), key=lambda kv: kv[0][1]):
+        spark.setdefault(endpoint_id, []).append(Point(when, agg.percentile("output_tps", 50)))
+    return WindowFigures(totals, spark)
+
+
+def _snapshot_sparklines(
+    scope: Scope, plan: Plan, region: str
+) -> tuple[dict[int, list[Point]], dict[tuple[GroupKey, datetime | None], Agg]]:
+    """Sparkline points of finished buckets, and the speed histogram of the bucket still
+    filling (today, for daily points) to merge with the raw tail, from the snapshot."""
+    window = snapshot_window(plan)
+    rows = WindowSnapshot.objects.filter(
+        scope & Q(region=WindowSnapshot.ALL_REGIONS) if region == ALL else scope,
+        window=window,
+    ).values_list("endpoint_id", "spark_points", "spark_open")
+    finished: dict[int, list[Point]] = {}
+    open_buckets: dict[tuple[GroupKey, datetime | None], Agg] = {}
+    for endpoint_id, points, open_bucket in rows:
+        finished[endpoint_id] = [Point(_from_epoch(t), value) for t, value in points]
+        if open_bucket:
+            agg = Agg()
+            agg.add_hist("output_tps", open_bucket[1])
+            open_buckets[((endpoint_id,), _from_epoch(open_bucket[0]))] = agg
+    return finished, open_buckets
+
+
+def _from_epoch(seconds: float) -> datetime:
+    return datetime.fromtimestamp(seconds, UTC)
 
 
 def _scope(
@@ -658,46 +814,45 @@ def leaderboard(filters: Filters, now: datetime | None = None) -> Leaderboard:
     now = now or timezone.now()
     start = now - LEADERBOARD_WINDOWS[filters.window]
     workload = Workload.objects.filter(slug=filters.workload).first() if filters.workload else None
-    endpoints_qs = Endpoint.objects.select_related("provider", "canonical_model")
-    if filters.model != ALL:
-        endpoints_qs = endpoints_qs.filter(canonical_model__slug=filters.model)
-    endpoints = {e.pk: e for e in endpoints_qs}
     if workload is None:
         return Leaderboard(filters, [], start, now, None)
+    model_endpoints = None
+    if filters.model != ALL:
+        model_endpoints = list(
+            Endpoint.objects.filter(canonical_model__slug=filters.model).values_list(
+                "pk", flat=True
+            )
+        )
 
-    scope = _scope(endpoints.keys() if filters.model != ALL else None, workload, filters.region)
-    totals: dict[int, Agg] = {
-        key[0]: agg for (key, _), agg in collect(scope, start, now, bucket="none").items()
-    }
-    # Even buckets so sparklines read evenly: hours up to three days, days beyond. Only
-    # the speed histogram is read for them.
-    bucket = "hour" if LEADERBOARD_WINDOWS[filters.window] <= 72 * HOUR else "day"
-    per_bucket = collect(scope, start, now, bucket=bucket, metrics=("output_tps",))
-    spark: dict[int, list[Point]] = defaultdict(list)
-    for ((endpoint_id,), when), agg in sorted(per_bucket.items(), key=lambda kv: kv[0][1]):
-        spark[endpoint_id].append(Point(when, agg.percentile("output_tps", 50)))
-    totals = {i: agg for i, agg in totals.items() if i in endpoints}
+    scope = _scope(model_endpoints, workload, filters.region)
+    figures = window_figures(filters.window, scope, filters.region, now)
 
     # Endpoints probed for this workload but silent in the window still get a row: an
     # empty row says "probed, no data", which is news in itself.
-    probed = Probe.objects.filter(workload=workload, enabled=True, endpoint_id__in=endpoints)
+    probed = Probe.objects.filter(workload=workload, enabled=True)
+    if model_endpoints is not None:
+        probed = probed.filter(endpoint_id__in=model_endpoints)
     if filters.region != ALL:
         probed = probed.filter(region=filters.region)
-    shown_ids = set(totals) | set(probed.values_list("endpoint_id", flat=True))
-
-    shown = [endpoints[i] for i in shown_ids]
+    shown_ids = set(figures.totals) | set(probed.values_list("endpoint_id", flat=True))
+    # Only the endpoints shown: a catalog may hold many more than one workload probes.
+    shown = list(
+        Endpoint.objects.select_related("provider", "canonical_model").filter(pk__in=shown_ids)
+    )
     prices = current_prices(shown_ids, now.date())
     claims = claims_for(shown)
-    rows = [
-        Row(
-            endpoint=e,
-            agg=totals.get(e.pk, Agg()),
-            blended_price=prices[e.pk].blended_per_m if e.pk in prices else None,
-            claims=best_claims(claims.get(e.pk, []), totals.get(e.pk, Agg())),
-            sparkline=spark.get(e.pk, []),
+    rows = []
+    for e in shown:
+        agg = figures.totals.get(e.pk, Agg())
+        rows.append(
+            Row(
+                endpoint=e,
+                agg=agg,
+                blended_price=prices[e.pk].blended_per_m if e.pk in prices else None,
+                claims=best_claims(claims.get(e.pk, []), agg),
+                sparkline=figures.sparklines.get(e.pk, []),
+            )
         )
-        for e in shown
-    ]
     rows = sort_rows(rows, filters.sort_key, filters.descending)
     return Leaderboard(filters, rows, start, now, workload)
 
@@ -802,13 +957,8 @@ SELECT r.endpoint_id, r.workload_id, r.region, kv.key, sum(kv.value::bigint)
 """
 
 
-def lifetime_status_counts(now: datetime | None = None) -> dict[Series, dict[str, int]]:
-    """Runs ever recorded by status, per endpoint × workload × region (/metrics counters).
-
-    Read from rollups, which outlive raw-run retention, so counters never go down; summed
-    inside Postgres (a year of daily rows is too much to ship to Python per scrape).
-    """
-    now = now or timezone.now()
+def lifetime_plan(now: datetime) -> Plan:
+    """All of time: every rollup from the oldest one, then the raw tail."""
     firsts = [
         RunRollup.objects.filter(granularity=granularity)  # served by rollup_window_idx
         .order_by("bucket_start")
@@ -816,20 +966,47 @@ def lifetime_status_counts(now: datetime | None = None) -> dict[Series, dict[str
         .first()
         for granularity in (RunRollup.HOUR, RunRollup.DAY)
     ]
-    plan = plan_window(min((f for f in firsts if f), default=now - RAW_TAIL), now)
+    return plan_window(min((f for f in firsts if f), default=now - RAW_TAIL), now)
 
-    def from_rollups() -> dict[Series, dict[str, int]]:
-        totals: dict[Series, dict[str, int]] = defaultdict(dict)
-        with connection.cursor() as cursor:
-            for granularity, lo, hi in plan.rollups:
-                cursor.execute(_LIFETIME_SQL, [granularity, lo, hi])
-                for endpoint_id, workload_id, region, status, n in cursor.fetchall():
-                    counts = totals[(endpoint_id, workload_id, region)]
-                    counts[status] = counts.get(status, 0) + int(n)
-        return dict(totals)
 
-    memo = _memoised(("lifetime", tuple(plan.rollups)), from_rollups)
-    totals = {series: dict(counts) for series, counts in memo.items()}
+def lifetime_counts_from_rollups(plan: Plan) -> dict[Series, dict[str, int]]:
+    """Runs by status per series over the rolled-up part of `plan`, summed in Postgres
+    (a year of daily rows is too much to ship to Python)."""
+    totals: dict[Series, dict[str, int]] = defaultdict(dict)
+    with connection.cursor() as cursor:
+        for granularity, lo, hi in plan.rollups:
+            cursor.execute(_LIFETIME_SQL, [granularity, lo, hi])
+            for endpoint_id, workload_id, region, status, n in cursor.fetchall():
+                counts = totals[(endpoint_id, workload_id, region)]
+                counts[status] = counts.get(status, 0) + int(n)
+    return dict(totals)
+
+
+def lifetime_status_counts(now: datetime | None = None) -> dict[Series, dict[str, int]]:
+    """Runs ever recorded by status, per endpoint × workload × region (/metrics counters).
+
+    Read from rollups, which outlive raw-run retention, so counters never go down: from
+    the lifetime snapshot (one row per series, dashboard/snapshots.py) while it matches,
+    else summed from every rollup row.
+    """
+    now = now or timezone.now()
+    plan = lifetime_plan(now)
+    totals = None
+    if (
+        plan.rollups
+        and SnapshotBuild.objects.filter(
+            window=LIFETIME, covers_from=plan.rollups[0][1], covers_to=plan.raw_from
+        ).exists()
+    ):
+        rows = WindowSnapshot.objects.filter(window=LIFETIME).values_list(
+            "endpoint_id", "workload_id", "region", "status_counts"
+        )
+        totals = {(e, w, r): dict(counts) for e, w, r, counts in rows}
+    if totals is None:
+        memo = _memoised(
+            ("lifetime", tuple(plan.rollups)), lambda: lifetime_counts_from_rollups(plan)
+        )
+        totals = {series: dict(counts) for series, counts in memo.items()}
     recent = (
         ProbeRun.objects.filter(started_at__gte=plan.raw_from, started_at__lte=now)
         .values_list("endpoint_id", "workload_id", "region", "status")

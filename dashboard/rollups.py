@@ -24,6 +24,7 @@ from datetime import UTC, datetime, timedelta
 
 from django.db import connection, transaction
 
+from dashboard import snapshots
 from dashboard.histogram import _FLOOR_LOG, _LOG_STEP, FLOOR
 from dashboard.models import RunRollup
 from probes.models import ProbeRun
@@ -111,7 +112,8 @@ def recompute(
     """Recompute the `granularity` buckets in [start, end) from raw runs; returns rows.
 
     `start` and `end` must be bucket boundaries. Buckets left without runs are deleted.
-    Call inside a transaction when several ranges must change together.
+    Call inside a transaction when several ranges must change together. Window snapshots
+    that read these buckets are invalidated in the same transaction (dashboard/snapshots.py).
     """
     unit = "hour" if granularity == RunRollup.HOUR else "day"
     params = {"unit": unit, "start": start, "end": end, "granularity": granularity}
@@ -123,10 +125,13 @@ def recompute(
         stale = stale.filter(endpoint_id=series[0], workload_id=series[1], region=series[2])
     sql = _UPSERT_SQL.format(series_filter=_SERIES_FILTER if series else "")
     with transaction.atomic():
+        snapshots.share_lock()
         stale.delete()
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
-            return cursor.rowcount
+            written = cursor.rowcount
+        snapshots.invalidate(granularity, start, end)
+        return written
 
 
 def oldest_raw_day() -> datetime | None:

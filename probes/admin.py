@@ -15,6 +15,7 @@ from probes import admin_actions
 from probes.models import (
     CanonicalModel,
     Claim,
+    DispatchedSlot,
     Endpoint,
     Price,
     Probe,
@@ -284,3 +285,15 @@ class ProbeRunAdmin(ReadOnlyAdmin):
 class WorkerCalibrationAdmin(ReadOnlyAdmin):
     list_display = ["worker", "region", "measured_at", "max_events_per_s", "max_output_tps"]
     list_filter = ["region"]
+
+
+@admin.register(DispatchedSlot)
+class DispatchedSlotAdmin(ReadOnlyAdmin):
+    """The slot ledger: what happened to every dispatched slot, lost ones with the reason."""
+
+    list_display = ["slot_at", "probe", "region", "state", "attempts", "worker", "deadline"]
+    list_filter = ["state", "region"]
+    list_select_related = ["probe__endpoint__provider", "probe__workload"]
+    search_fields = ["worker", "reason", "probe__endpoint__model_id"]
+    date_hierarchy = "slot_at"
+    show_full_result_count = False

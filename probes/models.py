@@ -481,3 +481,61 @@ class WorkerCalibration(models.Model):
 
     def __str__(self) -> str:
         return f"{self.worker} @ {self.measured_at:%Y-%m-%d %H:%M}"
+
+
+SLOT_STATES = [
+    ("queued", "queued"),
+    ("started", "started"),
+    ("retried", "re-sent"),
+    ("done", "done"),
+    ("skipped", "skipped (provider backing off)"),
+    ("lost", "lost"),
+]
+OPEN_SLOT_STATES = ["queued", "started", "retried"]
+
+
+class DispatchedSlot(models.Model):
+    """The ledger of dispatched slots: every slot the dispatcher queued ends done, skipped
+    or lost, so none can vanish with a killed worker (probes/ledger.py).
+
+    Lost slots are our failure, not the provider's: they never become ProbeRuns.
+    """
+
+    probe = models.ForeignKey(Probe, on_delete=models.CASCADE, related_name="dispatched_slots")
+    slot_at = models.DateTimeField()
+    region = models.CharField(max_length=40)
+    queued_at = models.DateTimeField()
+    # Past this with no run, the sweeper re-sends the slot or records it lost.
+    deadline = models.DateTimeField()
+    # The probe's following slot: the task expires then, and a re-send must start before.
+    next_at = models.DateTimeField()
+    state = models.CharField(max_length=10, choices=SLOT_STATES, default="queued")
+    worker = models.CharField(max_length=200, blank=True)
+    attempts = models.PositiveSmallIntegerField(default=1)
+    reason = models.TextField(blank=True)
+    closed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-slot_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["probe", "slot_at"], name="dispatched_slot_unique")
+        ]
+        indexes = [
+            # The sweeper's query: open slots by deadline (a small part of the table).
+            models.Index(
+                fields=["deadline"],
+                name="slot_open_deadline_idx",
+                condition=models.Q(state__in=OPEN_SLOT_STATES),
+            ),
+            # /status: the latest lost slots.
+            models.Index(
+                fields=["-closed_at"],
+                name="slot_lost_idx",
+                condition=models.Q(state="lost"),
+            ),
+            # Retention prunes oldest first.
+            models.Index(fields=["slot_at"], name="slot_at_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"probe {self.probe_id} slot {self.slot_at:%Y-%m-%d %H:%M:%S} {self.state}"

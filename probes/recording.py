@@ -193,8 +193,17 @@ def record(result: RunResult, ctx: RunContext, retry_for_s: float = DB_RETRY_FOR
 # -- the spool ------------------------------------------------------------------------------
 
 
+class _SpoolEncoder(DjangoJSONEncoder):
+    # DjangoJSONEncoder cuts datetimes to milliseconds; slot_at is part of a run's unique
+    # key (and matches its ledger row), so a spooled run must keep it to the microsecond.
+    def default(self, o: Any) -> Any:
+        if isinstance(o, datetime):
+            return o.isoformat()
+        return super().default(o)
+
+
 def _to_json(fields: dict[str, Any]) -> str:
-    return json.dumps(fields, cls=DjangoJSONEncoder)
+    return json.dumps(fields, cls=_SpoolEncoder)
 
 
 def _from_json(text: str) -> dict[str, Any]:

@@ -32,18 +32,30 @@ def prune(
     max_batches: int | None = None,
 ) -> int:
     """Delete raw runs started before `before`; returns how many were deleted."""
+    return delete_before("probes_proberun", "started_at", before, batch, progress, max_batches)
+
+
+def delete_before(
+    table: str,
+    column: str,
+    before: datetime,
+    batch: int = BATCH,
+    progress: Callable[[int], None] | None = None,
+    max_batches: int | None = None,
+) -> int:
+    """Delete `table`'s rows whose indexed `column` is before `before`, batch by batch."""
     deleted = 0
     batches = 0
     while max_batches is None or batches < max_batches:
         with transaction.atomic(), connection.cursor() as cursor:
-            # Oldest first through the started_at index; SKIP LOCKED so a batch never
+            # Oldest first through the column's index; SKIP LOCKED so a batch never
             # waits on a row some other transaction holds.
             cursor.execute(
-                """
-                DELETE FROM probes_proberun WHERE id IN (
-                    SELECT id FROM probes_proberun WHERE started_at < %s
-                     ORDER BY started_at LIMIT %s FOR UPDATE SKIP LOCKED)
-                """,
+                f"""
+                DELETE FROM {table} WHERE id IN (
+                    SELECT id FROM {table} WHERE {column} < %s
+                     ORDER BY {column} LIMIT %s FOR UPDATE SKIP LOCKED)
+                """,  # table and column are constants of the callers, never input
                 [before, batch],
             )
             count = cursor.rowcount

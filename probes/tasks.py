@@ -2,7 +2,9 @@
 
 JSON arguments, primary keys only. Probe runs are acked late and rejected (requeued)
 when their worker process dies, so a killed worker's slot runs again elsewhere; the
-(probe, slot, request) unique key makes that redelivery idempotent.
+(probe, slot, request) unique key makes that redelivery idempotent. A worker killed
+whole leaves its message unacked for an hour, past `expires`: the slot ledger's sweeper
+(probes/ledger.py) re-sends such a slot or records it lost, so none silently vanishes.
 """
 
 from __future__ import annotations
@@ -12,14 +14,15 @@ import random
 import socket
 from datetime import UTC, datetime
 
+import redis
 from celery import shared_task
 from celery.utils.nodenames import worker_direct
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
-from dashboard import heartbeat, rollups
-from probes import concurrency, dispatch, recording, retention, runner
-from probes.models import Probe, WorkerCalibration
+from dashboard import heartbeat, rollups, snapshots
+from probes import concurrency, dispatch, ledger, recording, retention, runner
+from probes.models import DispatchedSlot, Probe, WorkerCalibration
 
 log = logging.getLogger(__name__)
 
@@ -36,20 +39,48 @@ def _worker_name(task) -> str:
     return task.request.hostname or f"celery@{socket.gethostname()}"
 
 
+def send_slot(slot: dispatch.Slot) -> None:
+    """Queue one slot's run on its region's queue, expiring at the probe's next slot."""
+    run_probe.apply_async(
+        args=[slot.probe_id, slot.slot_at.isoformat()],
+        queue=slot.queue,
+        countdown=slot.delay_s,
+        expires=slot.next_at,
+    )
+
+
+def resend_slot(row: DispatchedSlot) -> None:
+    """The sweeper's re-send of an overdue slot: now, on the same terms as the first."""
+    send_slot(dispatch.Slot(row.probe_id, row.region, row.slot_at, row.next_at, 0.0))
+
+
 @shared_task(acks_late=True, ignore_result=True, time_limit=120, soft_time_limit=100)
 def dispatch_due_probes() -> int:
     """Beat's tick: claim due probes and queue their slots on their region's queue."""
     heartbeat.record_beat_tick()
+    return len(dispatch.dispatch_due(send_slot))
 
-    def send(slot: dispatch.Slot) -> None:
-        run_probe.apply_async(
-            args=[slot.probe_id, slot.slot_at.isoformat()],
-            queue=slot.queue,
-            countdown=slot.delay_s,
-            expires=slot.next_at,
-        )
 
-    return len(dispatch.dispatch_due(send))
+@shared_task(acks_late=True, ignore_result=True, time_limit=120, soft_time_limit=100)
+def sweep_dispatched_slots() -> dict:
+    """Every minute: settle dispatched slots past their deadline (re-send or report lost)."""
+    recording.drain_spool()  # a spooled run counts as recorded once it is written
+    now = datetime.now(UTC)
+    try:
+        silent = ledger.silent_workers(heartbeat.read_heartbeats("worker"), now)
+    except redis.RedisError:
+        silent = set()  # no heartbeats to judge by: deadlines alone
+    report = ledger.sweep(resend_slot, now, silent)
+    return {"done": report.done, "resent": report.resent, "lost": report.lost}
+
+
+def _settle_quietly(close, *args) -> None:
+    # The run is recorded (or spooled) already: a database blip here must not retry the
+    # task and measure again. The sweeper closes the slot later from the recorded run.
+    try:
+        close(*args)
+    except DB_ERRORS as exc:
+        log.warning("Could not update the slot ledger (%s); the sweeper will", exc)
 
 
 @shared_task(
@@ -74,6 +105,10 @@ def run_probe(self, probe_id: int, slot_iso: str | None = None) -> dict | None:
         return None
     slot_at = datetime.fromisoformat(slot_iso) if slot_iso else None
     worker = _worker_name(self)
+    if slot_at is not None and not ledger.mark_started(probe, slot_at, worker):
+        # A late copy (a redelivered message after the sweeper re-sent or closed it).
+        log.info("Probe %s slot %s is already settled; not run again", probe_id, slot_iso)
+        return None
     try:
         outcome = runner.run_slot(probe, slot_at, worker, probe.region)
     except concurrency.Busy as busy:
@@ -87,8 +122,12 @@ def run_probe(self, probe_id: int, slot_iso: str | None = None) -> dict | None:
         expires = self.request.expires and datetime.fromisoformat(self.request.expires)
         if expires and backing_off.until >= expires:
             log.info("Probe %s slot %s skipped: %s", probe_id, slot_iso, backing_off)
+            if slot_at is not None:
+                _settle_quietly(ledger.mark_skipped, probe.pk, slot_at, str(backing_off))
             return None
         raise self.retry(eta=backing_off.until, max_retries=None, expires=expires) from None
+    if slot_at is not None:
+        _settle_quietly(ledger.mark_done, probe.pk, slot_at)
     return {
         "statuses": [r.status for r in outcome.results],
         "already_recorded": outcome.already_recorded,
@@ -98,16 +137,22 @@ def run_probe(self, probe_id: int, slot_iso: str | None = None) -> dict | None:
 
 @shared_task(acks_late=True, ignore_result=True, time_limit=300, soft_time_limit=280)
 def maintain_rollups() -> int:
-    """Every minute: write spooled runs, then recompute recent and dirty rollup buckets."""
+    """Every minute: write spooled runs, recompute recent and dirty rollup buckets, then
+    re-merge the leaderboard window snapshots that moved (hourly) or were invalidated."""
     recording.drain_spool()
-    return rollups.refresh(heartbeat.redis_client())
+    done = rollups.refresh(heartbeat.redis_client())
+    snapshots.refresh()
+    return done
 
 
 @shared_task(acks_late=True, ignore_result=True, time_limit=3600, soft_time_limit=3500)
 def prune_raw_runs() -> int:
     """Daily: delete raw runs older than RAW_RUN_RETENTION_DAYS (rollups stay)."""
-    deleted = retention.prune(retention.cutoff())
-    log.info("Pruned %d raw runs", deleted)
+    cutoff = retention.cutoff()
+    deleted = retention.prune(cutoff)
+    # The slot ledger is kept as long as the raw runs it accounts for.
+    slots = ledger.prune(cutoff)
+    log.info("Pruned %d raw runs and %d dispatched-slot rows", deleted, slots)
     return deleted
 
 

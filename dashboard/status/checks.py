@@ -4,7 +4,7 @@ always say what is down instead of failing itself."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import redis
 from django.conf import settings
@@ -140,10 +140,47 @@ def check_queues(client: redis.Redis) -> Check:
     return Check("queues", OK, f"{total} message(s) waiting in {len(details)} queue(s).", details)
 
 
+LOST_SLOTS_WINDOW_H = 24
+LOST_SLOTS_SHOWN = 5
+
+
+def check_lost_slots(now: datetime) -> Check:
+    """Dispatched slots that ended with no run because of us (probes/ledger.py)."""
+    from probes import ledger
+
+    since = now - timedelta(hours=LOST_SLOTS_WINDOW_H)
+    try:
+        lost = ledger.lost_since(since)
+        count = lost.count()
+        latest = list(lost.select_related("probe").order_by("-closed_at")[:LOST_SLOTS_SHOWN])
+        details = [
+            {
+                "probe": str(row.probe),
+                "slot_at": row.slot_at.isoformat(),
+                "attempts": row.attempts,
+                "reason": row.reason,
+            }
+            for row in latest
+        ]
+    except DatabaseError as exc:
+        connection.close()
+        return Check("slots", FAIL, f"Unknown: the slot ledger cannot be read: {first_line(exc)}")
+    if count:
+        return Check(
+            "slots",
+            WARN,
+            f"{count} dispatched slot(s) lost in the last {LOST_SLOTS_WINDOW_H} h "
+            "(a worker died or the queue backed up); the latest:",
+            details,
+        )
+    return Check("slots", OK, f"No dispatched slot lost in the last {LOST_SLOTS_WINDOW_H} h.")
+
+
 def run_checks() -> list[Check]:
     now = timezone.now()
     client = heartbeat.redis_client(timeout_s=1.0)
     checks = [check_database(), check_redis(client)]
+    database_up = checks[0].state != FAIL
     if checks[1].state == FAIL:
         # One clear line for Redis instead of three timeouts.
         checks += [
@@ -152,5 +189,9 @@ def run_checks() -> list[Check]:
         ]
     else:
         checks += [check_workers(client, now), check_beat(client, now), check_queues(client)]
+    if database_up:
+        checks.append(check_lost_slots(now))
+    else:
+        checks.append(Check("slots", FAIL, "Unknown: Postgres is unreachable."))
     client.close()
     return checks

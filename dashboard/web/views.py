@@ -111,38 +111,36 @@ def _recent_runs(**scope) -> list[ProbeRun]:
     )
 
 
-@require_safe
-def model_page(request: HttpRequest, slug: str) -> HttpResponse:
-    model = get_object_or_404(CanonicalModel, slug=slug)
-    endpoints = list(model.endpoints.select_related("provider", "canonical_model"))
+def _history_page(
+    request: HttpRequest, subject, kind: str, endpoints: list[Endpoint], **extra
+) -> HttpResponse:
+    """The history page of a model, a provider or an endpoint: one template, one query."""
     try:
         context = _history_context(request, endpoints)
     except queries.BadFilter as error:
         return bad_filter(request, error)
-    context.update(
-        subject=model,
-        kind="model",
-        endpoints=endpoints,
-        runs=_recent_runs(endpoint__canonical_model=model),
-    )
+    context.update(subject=subject, kind=kind, endpoints=endpoints, **extra)
+    if kind == "endpoint":
+        (endpoint,) = endpoints
+        claims = queries.claims_for(endpoints)[endpoint.pk]
+        context["claims"] = queries.best_claims(claims, context["totals"])
     return render(request, "dashboard/history_page.html", context)
+
+
+@require_safe
+def model_page(request: HttpRequest, slug: str) -> HttpResponse:
+    model = get_object_or_404(CanonicalModel, slug=slug)
+    endpoints = list(model.endpoints.select_related("provider", "canonical_model"))
+    runs = _recent_runs(endpoint__canonical_model=model)
+    return _history_page(request, model, "model", endpoints, runs=runs)
 
 
 @require_safe
 def provider_page(request: HttpRequest, slug: str) -> HttpResponse:
     provider = get_object_or_404(Provider, slug=slug)
     endpoints = list(provider.endpoints.select_related("provider", "canonical_model"))
-    try:
-        context = _history_context(request, endpoints)
-    except queries.BadFilter as error:
-        return bad_filter(request, error)
-    context.update(
-        subject=provider,
-        kind="provider",
-        endpoints=endpoints,
-        runs=_recent_runs(endpoint__provider=provider),
-    )
-    return render(request, "dashboard/history_page.html", context)
+    runs = _recent_runs(endpoint__provider=provider)
+    return _history_page(request, provider, "provider", endpoints, runs=runs)
 
 
 @cache
@@ -159,23 +157,17 @@ def endpoint_page(request: HttpRequest, pk: int) -> HttpResponse:
     endpoint = get_object_or_404(
         Endpoint.objects.select_related("provider", "canonical_model"), pk=pk
     )
-    try:
-        context = _history_context(request, [endpoint])
-    except queries.BadFilter as error:
-        return bad_filter(request, error)
-    claims = queries.claims_for([endpoint])[endpoint.pk]
-    context.update(
-        subject=endpoint,
-        kind="endpoint",
+    return _history_page(
+        request,
+        endpoint,
+        "endpoint",
+        [endpoint],
         endpoint=endpoint,
-        endpoints=[endpoint],
         price=endpoint.current_price,
-        claims=queries.best_claims(claims, context["totals"]),
         probes=endpoint.probes.select_related("workload"),
         runs=_recent_runs(endpoint=endpoint),
         alerts_template=ACTIVE_ALERTS_TEMPLATE if _has_alerts_partial() else None,
     )
-    return render(request, "dashboard/history_page.html", context)
 
 
 @require_safe

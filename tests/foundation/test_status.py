@@ -40,6 +40,7 @@ def test_it_reports_database_and_redis_up_but_no_worker_or_beat_yet(client, redi
         "workers": "fail",
         "beat": "fail",
         "queues": "ok",
+        "slots": "ok",
     }
     assert response.json()["status"] == "fail"
 

@@ -169,7 +169,10 @@ class Processes:
         broker: str | None = None,
         db_port: int | None = None,
         env: dict[str, str] | None = None,
+        own_session: bool = False,
     ) -> Worker:
+        """own_session: the worker leads its own process group, so a test can SIGKILL
+        the whole worker (main process and children) with os.killpg."""
         log = self.tmp / f"{name}.log"
         environ = (
             os.environ
@@ -188,6 +191,7 @@ class Processes:
              "-Q", queues, "-c", str(concurrency), "--without-gossip", "--without-mingle",
              "-l", "INFO"],
             cwd=ROOT, env=environ, stdout=log.open("w"), stderr=subprocess.STDOUT,
+            start_new_session=own_session,
         )  # fmt: skip
         worker = Worker(proc, log, f"{name}@{socket.gethostname()}")
         self.started.append(worker)

@@ -150,3 +150,28 @@ def test_the_retention_cutoff_is_a_whole_day(settings):
     settings.RAW_RUN_RETENTION_DAYS = 90
     now = datetime(2026, 6, 1, 15, 42, tzinfo=UTC)
     assert retention.cutoff(now) == datetime(2026, 3, 3, tzinfo=UTC)
+
+
+@pytest.mark.django_db
+def test_the_maintenance_task_merges_each_leaderboard_window_into_a_snapshot(
+    make_probe, clean_redis
+):
+    from dashboard.models import SnapshotBuild, WindowSnapshot
+    from probes.tasks import maintain_rollups
+
+    probe = make_probe()
+    now = datetime.now(UTC)
+    start = rollups.floor_hour(now) - timedelta(hours=30)
+    runs = add_runs(probe, start, hours=30, per_hour=2, rng=random.Random(8))
+    rollups.rebuild(start)
+
+    maintain_rollups()
+
+    windows = set(SnapshotBuild.objects.values_list("window", flat=True))
+    assert windows == {"24h", "72h", "7d", "30d", "lifetime"}
+    # The 72 h snapshot holds every run before the raw tail (the last hour and this one).
+    covered = [r for r in runs if r.started_at < rollups.floor_hour(now) - timedelta(hours=1)]
+    row = WindowSnapshot.objects.get(window="72h", region=WindowSnapshot.ALL_REGIONS)
+    assert row.runs == len(covered)
+    assert row.ok_runs == sum(r.status == "ok" for r in covered)
+    assert histogram.count(row.hists["ttft_ms"]) == row.ok_runs

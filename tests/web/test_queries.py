@@ -5,6 +5,9 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.db import connection
+from django.db.models import Q
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from dashboard import queries
@@ -179,3 +182,110 @@ def test_rollup_reads_are_memoised_for_a_minute_and_raw_runs_never_are(history, 
     later = queries._clock() + queries.MEMO_SECONDS + 1
     monkeypatch.setattr(queries, "_clock", lambda: later)
     assert row_for(board(window="72h"), fast).samples == before + 1
+
+
+# -- window snapshots (dashboard/snapshots.py) ---------------------------------------------
+
+
+def figures(b: queries.Leaderboard) -> dict:
+    """Everything a leaderboard row shows that comes from runs."""
+    return {
+        r.endpoint.pk: (
+            r.samples,
+            r.agg.ok_runs,
+            r.last_run,
+            r.agg.status_counts,
+            {m: r.agg.percentiles(m) for m in ("output_tps", "ttft_ms", "ttfat_ms", "e2e_ms")},
+            [(p.t, p.value) for p in r.sparkline],
+        )
+        for r in b.rows
+    }
+
+
+@pytest.mark.parametrize("window", ["24h", "72h", "7d", "30d"])
+def test_a_snapshot_gives_the_very_figures_the_rollups_give(history, window):
+    from dashboard import snapshots
+
+    now = timezone.now()
+    filters = queries.parse_filters({"window": window})
+    from_rollups = figures(queries.leaderboard(filters, now=now))
+
+    snapshots.build(window, now)
+    plan = queries.plan_window(now - queries.LEADERBOARD_WINDOWS[window], now)
+    assert queries.snapshot_window(plan) == window  # the snapshot is what answers now
+    assert figures(queries.leaderboard(filters, now=now)) == from_rollups
+    assert any(points for *_, points in from_rollups.values())
+
+
+def test_a_snapshot_serves_one_region_and_every_grouping_of_metrics(history):
+    from dashboard import snapshots
+
+    now = timezone.now()
+    board_filters = queries.parse_filters({"window": "72h", "region": "eu-west"})
+    start = now - timedelta(hours=72)
+    by_series = ("endpoint", "workload", "region")
+    before = queries.collect(Q(), start, now, group_by=by_series)
+    before_board = figures(queries.leaderboard(board_filters, now=now))
+
+    snapshots.build("72h", now)
+    after = queries.collect(Q(), start, now, group_by=by_series)
+    assert {k: (a.runs, a.hists) for k, a in after.items()} == {
+        k: (a.runs, a.hists) for k, a in before.items()
+    }
+    assert figures(queries.leaderboard(board_filters, now=now)) == before_board
+
+
+def test_runs_newer_than_the_snapshot_count_at_once(history):
+    from dashboard import snapshots
+
+    fast, workload = history["endpoints"]["fast"], history["workload"]
+    snapshots.refresh()
+    before = row_for(board(window="30d"), fast).samples
+    make_run(fast, workload, ago=timedelta(minutes=1))
+    assert row_for(board(window="30d"), fast).samples == before + 1
+
+
+def test_a_late_run_in_an_old_hour_retires_the_snapshots_that_read_it(history):
+    from dashboard import rollups, snapshots
+    from dashboard.models import SnapshotBuild
+
+    fast, workload = history["endpoints"]["fast"], history["workload"]
+    snapshots.refresh()
+    before = row_for(board(window="72h"), fast).samples
+
+    late = make_run(fast, workload, ago=timedelta(hours=30))
+    rollups.recompute_span(late.started_at, late.started_at + timedelta(seconds=1))
+
+    assert not SnapshotBuild.objects.filter(window="72h").exists()
+    assert row_for(board(window="72h"), fast).samples == before + 1  # read from rollups
+    assert "72h" in snapshots.refresh()
+    assert row_for(board(window="72h"), fast).samples == before + 1  # and from the snapshot
+
+
+def test_the_minute_by_minute_rollup_sweep_keeps_snapshots_current(history):
+    from dashboard import rollups, snapshots
+    from dashboard.models import SnapshotBuild
+
+    now = timezone.now()
+    every_one = ["24h", "72h", "7d", "30d", "lifetime"]
+    assert snapshots.refresh(now) == every_one
+    rollups.refresh(now=now)  # the newest hours and today: after every snapshot's end
+    assert SnapshotBuild.objects.count() == 5
+    assert snapshots.refresh(now) == []
+    assert snapshots.refresh(now + timedelta(hours=1)) == every_one
+
+
+def test_lifetime_counters_read_from_the_snapshot_match_the_rollups(history):
+    from dashboard import snapshots
+
+    now = timezone.now()
+    from_rollups = queries.lifetime_status_counts(now)
+    fast = history["endpoints"]["fast"]
+    snapshots.build_lifetime(now)
+    queries.clear_memo()
+    with CaptureQueriesContext(connection) as sql:
+        from_snapshot = queries.lifetime_status_counts(now)
+    assert not any("jsonb_each_text" in q["sql"] for q in sql.captured_queries)
+    assert from_snapshot == from_rollups
+    series = (fast.pk, history["workload"].pk, "eu-west")
+    assert sum(from_snapshot[series].values()) == ProbeRun.objects.filter(endpoint=fast).count()

@@ -8,7 +8,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from probes import retention
+from probes import ledger, retention
 
 
 class Command(BaseCommand):
@@ -35,4 +35,7 @@ class Command(BaseCommand):
         except KeyboardInterrupt:
             self.stdout.write("Interrupted: deleted batches stay deleted; run again to finish.")
             return
-        self.stdout.write(self.style.SUCCESS(f"Done: {deleted:,} raw runs deleted."))
+        slots = ledger.prune(before)  # the slot ledger is kept as long as the raw runs
+        self.stdout.write(
+            self.style.SUCCESS(f"Done: {deleted:,} raw runs and {slots:,} ledger rows deleted.")
+        )

@@ -1,0 +1,228 @@
+"""The ledger of dispatched slots: no slot the dispatcher queued can vanish.
+
+The dispatcher writes a DispatchedSlot row in the same transaction as its claim; the
+worker marks it started (with a fresh deadline) each time it takes the task, and done
+once the run is recorded. A worker killed whole (main process and children) leaves its
+message unacked in Redis for an hour, past the task's `expires`, so without the ledger
+that slot would silently disappear. The sweeper finds open slots past their deadline
+(or started on a worker whose heartbeat stopped, so a dead worker is noticed in about a
+minute rather than after the provider's total timeout):
+
+- a run is recorded after all (e.g. it came out of the spool): the slot is done;
+- else, sent once only and still able to start before the probe's next slot: re-send it;
+- else: the slot is lost, with the reason.
+
+Lost slots are our failure (a dead worker, a backed-up queue), not the provider's: they
+never become ProbeRuns nor count against availability; /status and the admin show them.
+
+Every state change is a conditional UPDATE (healthchecks-style, no locks), so two
+sweepers, or a sweeper and a late worker, act once.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from django.db import transaction
+from django.db.models import Exists, F, OuterRef, Q
+
+from dashboard import heartbeat
+from probes import retention
+from probes.models import OPEN_SLOT_STATES, DispatchedSlot, Probe, ProbeRun
+
+log = logging.getLogger(__name__)
+
+# Beyond the provider's own timeouts: recording retries a missing database for 30 s,
+# a worker may wait for a free request slot under a cap, and clocks differ a little.
+GRACE_S = 120.0
+# A re-sent slot must be able to start this long before the probe's next slot.
+RESEND_MARGIN_S = 5.0
+# A slot is sent at most this many times (the dispatch and one re-send).
+MAX_SENDS = 2
+# A worker whose heartbeat (dashboard/heartbeat.py, every 15 s) is older than this is
+# taken for dead: its started slots are settled without waiting for their deadline.
+WORKER_SILENT_AFTER_S = 4 * heartbeat.WORKER_INTERVAL_S
+
+
+def run_budget(probe: Probe) -> timedelta:
+    """How long a slot may take once started: every request at its total timeout."""
+    total_s = probe.endpoint.provider.total_timeout_s * probe.workload.requests
+    return timedelta(seconds=total_s + GRACE_S)
+
+
+def queued_deadline(probe: Probe, start_at: datetime, next_at: datetime) -> datetime:
+    """A queued slot must have started by its next slot: its task expires then."""
+    return min(start_at + run_budget(probe), next_at)
+
+
+def entry_for(probe: Probe, slot_at: datetime, next_at: datetime, start_at: datetime):
+    """The ledger row for a slot being claimed (written with the claim: dispatch.claim)."""
+    return DispatchedSlot(
+        probe_id=probe.pk,
+        slot_at=slot_at,
+        region=probe.region,
+        queued_at=datetime.now(UTC),
+        deadline=queued_deadline(probe, start_at, next_at),
+        next_at=next_at,
+    )
+
+
+def forget_dispatch(probe_id: int, slot_at: datetime) -> None:
+    """The slot's task could not be sent and its claim was undone: no ledger row either."""
+    DispatchedSlot.objects.filter(probe_id=probe_id, slot_at=slot_at, state="queued").delete()
+
+
+def mark_started(probe: Probe, slot_at: datetime, worker: str) -> bool:
+    """A worker takes the slot's task; False if the slot is already settled (skip it).
+
+    Called on every delivery, retries included, so a live task keeps pushing its
+    deadline out while a dead one stops. A slot with no ledger row (sent by hand, or
+    before the ledger existed) runs as before.
+    """
+    now = datetime.now(UTC)
+    started = DispatchedSlot.objects.filter(
+        probe_id=probe.pk, slot_at=slot_at, state__in=OPEN_SLOT_STATES
+    ).update(state="started", worker=worker[:200], deadline=now + run_budget(probe))
+    if started:
+        return True
+    return not DispatchedSlot.objects.filter(probe_id=probe.pk, slot_at=slot_at).exists()
+
+
+def _close(probe_id: int, slot_at: datetime, state: str, reason: str = "") -> int:
+    # Without a new reason the old one stays: a done slot keeps why it was re-sent.
+    change = {"state": state, "closed_at": datetime.now(UTC)} | (
+        {"reason": reason[:1000]} if reason else {}
+    )
+    return DispatchedSlot.objects.filter(
+        probe_id=probe_id, slot_at=slot_at, state__in=OPEN_SLOT_STATES
+    ).update(**change)
+
+
+def mark_done(probe_id: int, slot_at: datetime) -> int:
+    return _close(probe_id, slot_at, "done")
+
+
+def mark_skipped(probe_id: int, slot_at: datetime, reason: str) -> int:
+    """Not run on purpose (the provider asked us to wait): neither done nor lost."""
+    return _close(probe_id, slot_at, "skipped", reason)
+
+
+# -- the sweeper -----------------------------------------------------------------------------
+
+
+@dataclass
+class SweepReport:
+    done: int = 0
+    resent: int = 0
+    lost: int = 0
+
+
+def _cause(row: DispatchedSlot, silent: Collection[str]) -> str:
+    if row.state == "started" and row.worker in silent:
+        return f"started on {row.worker}, which stopped sending heartbeats (killed or lost)"
+    if row.state == "started":
+        return (
+            f"started on {row.worker or 'a worker'} but left no result "
+            "(worker killed, or its task expired waiting for a request slot)"
+        )
+    if row.state == "retried":
+        return "re-sent, but no worker of its region started it in time"
+    return f"no worker of region {row.region} started it in time (none running, or backed up)"
+
+
+def silent_workers(beats: dict[str, datetime], now: datetime) -> set[str]:
+    """Workers holding started slots whose heartbeat stopped (or expired altogether)."""
+    holding = DispatchedSlot.objects.filter(state="started").values_list("worker", flat=True)
+    since = now - timedelta(seconds=WORKER_SILENT_AFTER_S)
+    return {w for w in holding.distinct() if w not in beats or beats[w] < since}
+
+
+def overdue(now: datetime, silent: Collection[str], limit: int):
+    """Open slots past their deadline, and slots started on a worker gone silent."""
+    recorded = ProbeRun.objects.filter(probe_id=OuterRef("probe_id"), slot_at=OuterRef("slot_at"))
+    late = Q(deadline__lte=now)
+    if silent:
+        late |= Q(state="started", worker__in=list(silent))
+    return (
+        DispatchedSlot.objects.filter(late, state__in=OPEN_SLOT_STATES)
+        .annotate(recorded=Exists(recorded))
+        .select_related("probe__endpoint__provider", "probe__workload")
+        .order_by("deadline")[:limit]
+    )
+
+
+def _as_seen(row: DispatchedSlot):
+    """The row exactly as this sweeper read it: an update through this wins only if no
+    one (another sweeper, a late worker) changed it since."""
+    return DispatchedSlot.objects.filter(
+        pk=row.pk, state=row.state, attempts=row.attempts, deadline=row.deadline
+    )
+
+
+def settle(
+    row: DispatchedSlot,
+    now: datetime,
+    resend: Callable[[DispatchedSlot], None],
+    silent: Collection[str] = (),
+) -> str:
+    """Decide one overdue slot; returns 'done', 'resent', 'lost' or '' (someone else did)."""
+    if row.recorded:
+        won = _as_seen(row).update(state="done", closed_at=now)
+        return "done" if won else ""
+    cause = _cause(row, silent)
+    can_start = now + timedelta(seconds=RESEND_MARGIN_S) < row.next_at
+    if row.attempts < MAX_SENDS and can_start:
+        deadline = queued_deadline(row.probe, now, row.next_at)
+        with transaction.atomic():
+            won = _as_seen(row).update(
+                state="retried",
+                attempts=F("attempts") + 1,
+                queued_at=now,
+                deadline=deadline,
+                reason=f"Re-sent: {cause}."[:1000],
+            )
+            if won:
+                # Inside the transaction: if the broker refuses, the row stays as it
+                # was and the next sweep tries again.
+                resend(row)
+        return "resent" if won else ""
+    if row.attempts >= MAX_SENDS:
+        reason = f"Lost: {cause}; already re-sent once."
+    else:
+        next_at = f"{row.next_at:%Y-%m-%d %H:%M:%S} UTC"
+        reason = f"Lost: {cause}; too late to re-send before the next slot at {next_at}."
+    won = _as_seen(row).update(state="lost", reason=reason[:1000], closed_at=now)
+    if won:
+        log.warning("Probe %s slot %s %s", row.probe_id, row.slot_at.isoformat(), reason)
+    return "lost" if won else ""
+
+
+def sweep(
+    resend: Callable[[DispatchedSlot], None],
+    now: datetime | None = None,
+    silent: Collection[str] = (),
+    limit: int = 1000,
+) -> SweepReport:
+    """Settle every open slot past its deadline, or started on a `silent` (dead) worker."""
+    now = now or datetime.now(UTC)
+    report = SweepReport()
+    for row in overdue(now, silent, limit):
+        outcome = settle(row, now, resend, silent)
+        if outcome:
+            setattr(report, outcome, getattr(report, outcome) + 1)
+    return report
+
+
+# -- reading and retention -------------------------------------------------------------------
+
+
+def lost_since(since: datetime):
+    return DispatchedSlot.objects.filter(state="lost", closed_at__gte=since)
+
+
+def prune(before: datetime) -> int:
+    """Delete ledger rows of slots before `before` (the raw-run cutoff), in batches."""
+    return retention.delete_before("probes_dispatchedslot", "slot_at", before)
