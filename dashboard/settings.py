@@ -63,7 +63,9 @@ def _secret_key() -> str:
 SECRET_KEY = _secret_key()
 # Encrypts API keys stored in the database. Separate from SECRET_KEY so that rotating
 # sessions does not make stored provider keys unreadable; defaults to SECRET_KEY.
-FIELD_ENCRYPTION_KEY = env_secret("FIELD_ENCRYPTION_KEY", SECRET_KEY)
+# An empty value (docker-compose passes `${FIELD_ENCRYPTION_KEY:-}`) means "not set":
+# never derive the key from an empty string.
+FIELD_ENCRYPTION_KEY = env_secret("FIELD_ENCRYPTION_KEY") or SECRET_KEY
 
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", [] if PRODUCTION else ["127.0.0.1", "localhost"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])

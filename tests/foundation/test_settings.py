@@ -42,3 +42,17 @@ def test_it_stops_with_the_variable_name_when_a_setting_is_malformed(tmp_path):
     result = run_python(["manage.py", "check"], env)
     assert result.returncode != 0
     assert "WORKER_MAX_CONCURRENT_PROBES='lots' is not a whole number" in result.stderr
+
+
+def test_an_empty_field_encryption_key_falls_back_to_the_secret_key_not_to_an_empty_one():
+    secret = secrets.token_urlsafe(50)
+    env = clean_env(
+        **PRODUCTION,
+        SECRET_KEY=secret,
+        FIELD_ENCRYPTION_KEY="",
+        DJANGO_SETTINGS_MODULE="dashboard.settings",
+    )
+    code = "from django.conf import settings as s; print(s.FIELD_ENCRYPTION_KEY == s.SECRET_KEY)"
+    result = run_python(["-c", code], env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "True"
