@@ -829,7 +829,9 @@ def leaderboard(filters: Filters, now: datetime | None = None) -> Leaderboard:
 
     # Endpoints probed for this workload but silent in the window still get a row: an
     # empty row says "probed, no data", which is news in itself.
-    probed = Probe.objects.filter(workload=workload, enabled=True)
+    # Catalog endpoints of providers without a key (disabled) are left out: rows of
+    # "never" for every vendor nobody configured would bury the measured ones.
+    probed = Probe.objects.active().filter(workload=workload)
     if model_endpoints is not None:
         probed = probed.filter(endpoint_id__in=model_endpoints)
     if filters.region != ALL:

@@ -68,7 +68,7 @@ def leaderboard(request: HttpRequest) -> HttpResponse:
         "speed_price": charts.speed_vs_price(board.rows),
         "ttft_speed": charts.ttft_vs_speed(board.rows),
         "has_catalog": Endpoint.objects.exists(),
-        "has_probes": Probe.objects.exists(),
+        "has_probes": Probe.objects.active().exists(),
     }
     # A table swap, unless htmx is restoring history (then it needs the whole page).
     if request.htmx and not request.htmx.history_restore_request:

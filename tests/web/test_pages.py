@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from probes.models import Probe
+from probes.models import Probe, Provider
 
 from .conftest import make_run
 
@@ -81,6 +81,16 @@ def test_an_empty_catalog_says_how_to_start(client, db):
 def test_endpoints_without_probes_say_to_add_probes(client, catalog):
     Probe.objects.all().delete()
     assert "Nothing is probed yet" in client.get("/").content.decode()
+
+
+def test_catalog_providers_without_a_key_are_not_listed_and_the_page_says_how_to_enable_them(
+    client, catalog
+):
+    Provider.objects.update(enabled=False)
+    html = client.get("/?window=1h").content.decode()
+    assert "Nothing is probed yet" in html
+    assert "/admin/probes/provider/" in html
+    assert '<tr data-endpoint="' not in html
 
 
 def test_probes_without_runs_in_the_window_say_so(client, catalog):
