@@ -552,6 +552,7 @@ def run_app() -> int:
         raise StackError(f"PORT={port_text!r} is not a port number (1-65535).")
     port = int(port_text)
     require_free_port("127.0.0.1", port, "web server", "PORT")
+    env.setdefault("SITE_URL", f"http://127.0.0.1:{port}")  # links in alert notices
     var_dir().mkdir(parents=True, exist_ok=True)
 
     supervisor = Supervisor(env)

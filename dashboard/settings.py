@@ -212,6 +212,12 @@ RAW_RUN_RETENTION_DAYS = env_int("RAW_RUN_RETENTION_DAYS", 90, minimum=1)
 CLIENT_BOUND_MARGIN = env_float("CLIENT_BOUND_MARGIN", 0.8, minimum=0.0)
 SIMULATOR_URL = env_str("SIMULATOR_URL", "http://127.0.0.1:8765")
 
+# Where people reach the site, for links in alert notices (e.g. https://inferwatch.example.com).
+# Empty: notices carry paths only.
+SITE_URL = env_str("SITE_URL", "" if PRODUCTION else "http://127.0.0.1:8000").rstrip("/")
+if SITE_URL and not SITE_URL.startswith(("http://", "https://")):
+    raise ImproperlyConfigured(f"SITE_URL={SITE_URL!r} must start with http:// or https://")
+
 # Pages: public read-only by default; REQUIRE_LOGIN=true for private deployments.
 REQUIRE_LOGIN = env_bool("REQUIRE_LOGIN", False)
 

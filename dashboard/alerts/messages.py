@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from django.conf import settings
 from django.urls import reverse
 
 from dashboard.alerts.transports import Message
@@ -23,6 +24,11 @@ def format_value(metric: str, value: float | None) -> str:
     unit = _UNITS.get(metric, "")
     digits = 0 if abs(value) >= 100 else 1
     return f"{value:,.{digits}f} {unit}".strip()
+
+
+def site_url(path: str) -> str:
+    """A link people can click from a notice (just the path when SITE_URL is unset)."""
+    return settings.SITE_URL + path
 
 
 def event_payload(event: AlertEvent, transition: str) -> dict[str, Any]:
@@ -50,6 +56,8 @@ def event_payload(event: AlertEvent, transition: str) -> dict[str, Any]:
         "limit_value": event.limit_value,
         "resolved_value": event.resolved_value,
         "path": reverse("alerts:index"),
+        "url": site_url(reverse("alerts:index")),
+        "endpoint_url": site_url(reverse("endpoint", args=[endpoint.pk])),
     }
 
 
@@ -76,7 +84,11 @@ def event_message(event: AlertEvent, transition: str) -> Message:
             f"It fired at {event.started_at:%Y-%m-%d %H:%M} UTC with "
             f"{format_value(metric, event.recent_value)}.",
         ]
-    lines += [f"Rule: {event.condition_label}.", f"Alerts: {reverse('alerts:index')}"]
+    lines += [
+        f"Rule: {event.condition_label}.",
+        f"Endpoint: {site_url(reverse('endpoint', args=[event.endpoint_id]))}",
+        f"Alerts: {site_url(reverse('alerts:index'))}",
+    ]
     return Message(subject=subject, text="\n".join(lines), payload=event_payload(event, transition))
 
 

@@ -41,6 +41,18 @@ def test_it_posts_the_alert_as_json_to_a_webhook(firing, webhook, receiver, secr
     assert body["workload"] == "short-chat"
 
 
+def test_notices_link_to_the_site_when_site_url_is_set(firing, webhook, receiver, settings):
+    settings.SITE_URL = "https://inferwatch.example.com"
+    [note] = firing(webhook)
+
+    deliver_notification.apply(args=[note.pk])
+
+    body = receiver.requests[0]["json"]
+    assert body["url"] == "https://inferwatch.example.com/alerts/"
+    endpoint_id = body["endpoint"]["id"]
+    assert body["endpoint_url"] == f"https://inferwatch.example.com/endpoints/{endpoint_id}/"
+
+
 def test_it_sends_slack_text_to_a_slack_compatible_webhook(firing, receiver, db):
     slack = Channel.objects.create(name="#oncall", kind="slack", config={"url": receiver.url})
     [note] = firing(slack)
