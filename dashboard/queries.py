@@ -1021,6 +1021,14 @@ def lifetime_status_counts(now: datetime | None = None) -> dict[Series, dict[str
     return totals
 
 
+def lost_slots_by_region(since: datetime) -> list[tuple[str, int]]:
+    """(region, lost slots) since `since`, for regions that lost any."""
+    from probes import ledger
+
+    lost = ledger.lost_since(since).values("region").annotate(n=Count("pk"))
+    return sorted((row["region"], row["n"]) for row in lost)
+
+
 def probe_lag_seconds(now: datetime | None = None) -> list[tuple[Probe, float]]:
     """How far behind schedule each active probe is (0 when on time)."""
     now = now or timezone.now()

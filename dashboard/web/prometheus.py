@@ -106,6 +106,17 @@ class InferwatchCollector(Collector):
                 lag.add_metric(names, seconds)
         yield lag
 
+        # Our own failures (a worker died, a queue backed up), kept apart from the
+        # providers' runs: see probes/ledger.py.
+        lost = GaugeMetricFamily(
+            "inferwatch_lost_slots",
+            "Dispatched slots that ended with no run in the last 24 h, per region.",
+            labels=["region"],
+        )
+        for region, n in queries.lost_slots_by_region(now - MEDIAN_WINDOW):
+            lost.add_metric([region], n)
+        yield lost
+
 
 @require_safe
 def metrics(request: HttpRequest) -> HttpResponse:

@@ -8,7 +8,7 @@ import pytest
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
-from probes.models import Probe, ProbeRun
+from probes.models import DispatchedSlot, Probe, ProbeRun
 
 
 def scrape(client) -> dict:
@@ -54,3 +54,24 @@ def test_probe_lag_shows_how_late_a_probe_is(client, history):
     lag = sample(scrape(client), "inferwatch_probe_lag_seconds", endpoint="sim-fast")
     assert 590 < lag < 700
     assert sample(scrape(client), "inferwatch_probe_lag_seconds", endpoint="llama-3.3-70b") == 0
+
+
+def test_lost_slots_are_counted_per_region_apart_from_the_providers_runs(client, history):
+    probe = Probe.objects.filter(region="eu-west").first() or Probe.objects.first()
+    now = timezone.now()
+    for minutes, state in ((10, "lost"), (20, "lost"), (30, "done")):
+        slot = now - timedelta(minutes=minutes)
+        DispatchedSlot.objects.create(
+            probe=probe,
+            slot_at=slot,
+            region=probe.region,
+            queued_at=slot,
+            deadline=slot,
+            next_at=slot + timedelta(minutes=5),
+            state=state,
+            closed_at=slot,
+        )
+
+    families = scrape(client)
+
+    assert sample(families, "inferwatch_lost_slots", region=probe.region) == 2
