@@ -18,6 +18,10 @@ METRICS = HIGHER_IS_WORSE | LOWER_IS_WORSE
 REGRESSION = "regression"
 THRESHOLD = "threshold"
 
+# Hysteresis: a firing alert clears only once the value is this share of the limit back
+# inside it, so a median hovering at the limit does not flap between firing and resolved.
+RESOLVE_MARGIN = 0.05
+
 
 @dataclass(frozen=True)
 class Stats:
@@ -64,6 +68,10 @@ class Condition:
     def is_worse(self, value: float, limit: float) -> bool:
         return value > limit if self.higher_is_worse else value < limit
 
+    def clear_limit(self, limit: float) -> float:
+        """The value a firing alert must get back past to resolve (see RESOLVE_MARGIN)."""
+        return limit * (1 - RESOLVE_MARGIN if self.higher_is_worse else 1 + RESOLVE_MARGIN)
+
 
 class Health(Enum):
     BREACHED = "breached"
@@ -80,8 +88,14 @@ class Verdict:
     reason: str
 
 
-def judge(condition: Condition, recent: Stats, baseline: Stats | None = None) -> Verdict:
-    """Compare the recent window with the condition (and the baseline for regressions)."""
+def judge(
+    condition: Condition, recent: Stats, baseline: Stats | None = None, *, firing: bool = False
+) -> Verdict:
+    """Compare the recent window with the condition (and the baseline for regressions).
+
+    `firing`: the series has an open alert, which stays open until the value is clearly
+    back (RESOLVE_MARGIN inside the limit).
+    """
 
     def verdict(health: Health, limit: float | None, reason: str) -> Verdict:
         return Verdict(health, recent, baseline, limit, reason)
@@ -102,6 +116,12 @@ def judge(condition: Condition, recent: Stats, baseline: Stats | None = None) ->
     limit = condition.limit(baseline)
     if condition.is_worse(recent.value, limit):
         return verdict(Health.BREACHED, limit, f"{recent.value:.4g} is past {limit:.4g}")
+    if firing and condition.is_worse(recent.value, condition.clear_limit(limit)):
+        return verdict(
+            Health.BREACHED,
+            limit,
+            f"{recent.value:.4g} is within {limit:.4g} but not yet clear of it",
+        )
     return verdict(Health.HEALTHY, limit, f"{recent.value:.4g} is within {limit:.4g}")
 
 

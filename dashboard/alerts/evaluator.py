@@ -150,6 +150,7 @@ def evaluate_rule(rule: AlertRule, now: datetime, outcome: Outcome | None = None
             condition,
             recent.get(series, NO_DATA),
             baseline.get(series, NO_DATA) if rule.condition == evaluate.REGRESSION else None,
+            firing=series in open_events,
         )
         action = evaluate.decide(series in open_events, verdict)
         if action is Action.FIRE:

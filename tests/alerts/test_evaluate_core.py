@@ -29,6 +29,23 @@ def test_it_fires_a_threshold_on_success_rate_below_it():
     assert judge(availability, Stats(20, 0.96)).health is Health.HEALTHY
 
 
+def test_a_firing_alert_stays_open_until_the_value_is_clearly_back_inside_the_limit():
+    # Limit 300 ms: 299 ms would not fire a new alert, but does not clear an open one.
+    assert judge(REGRESSION_50, Stats(10, 299), Stats(100, 200)).health is Health.HEALTHY
+    assert (
+        judge(REGRESSION_50, Stats(10, 299), Stats(100, 200), firing=True).health is Health.BREACHED
+    )
+    assert (
+        judge(REGRESSION_50, Stats(10, 280), Stats(100, 200), firing=True).health is Health.HEALTHY
+    )
+
+
+def test_speed_alerts_clear_above_the_limit_too():
+    speed = Condition(metric="output_tps", kind="threshold", threshold=1000, min_samples=1)
+    assert judge(speed, Stats(5, 1020), firing=True).health is Health.BREACHED
+    assert judge(speed, Stats(5, 1060), firing=True).health is Health.HEALTHY
+
+
 def test_it_says_nothing_with_too_few_recent_samples():
     verdict = judge(REGRESSION_50, Stats(4, 10_000), Stats(100, 200))
     assert verdict.health is Health.UNKNOWN
