@@ -55,24 +55,29 @@ def _axis(metric: str) -> dict:
     return {"title": {"text": f"{m.label} ({m.unit})"}, "gridcolor": "#e5e7eb", "zeroline": False}
 
 
+def _provider_name(provider, *, short: bool = False) -> str:
+    """A provider's name, marked when Inferwatch's own simulator serves it."""
+    if not provider.simulated:
+        return provider.name
+    return f"{provider.name} ({'sim' if short else 'simulated'})"
+
+
 def _label(row: Row) -> str:
     e = row.endpoint
-    suffix = " (simulated)" if e.provider.simulated else ""
-    return f"{e.provider.name}{suffix} · {e.canonical_model.name}"
+    return f"{_provider_name(e.provider)} · {e.canonical_model.name}"
 
 
 def _endpoint_name(h: EndpointHistory) -> str:
-    suffix = " (simulated)" if h.endpoint.provider.simulated else ""
-    return f"{h.endpoint.provider.name}{suffix} · {h.endpoint.model_id}"
+    return f"{_provider_name(h.endpoint.provider)} · {h.endpoint.model_id}"
 
 
 def _short_labels(rows: Sequence[Row]) -> list[str]:
     """Provider names, plus the model when several models share the chart."""
     several_models = len({r.endpoint.canonical_model_id for r in rows}) > 1
     return [
-        f"{r.provider.name} · {r.endpoint.canonical_model.name}"
+        f"{_provider_name(r.provider, short=True)} · {r.endpoint.canonical_model.name}"
         if several_models
-        else r.provider.name
+        else _provider_name(r.provider, short=True)
         for r in rows
     ]
 

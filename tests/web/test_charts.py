@@ -37,6 +37,8 @@ def test_simulated_endpoints_are_drawn_hollow_and_named_as_such(history):
     simulated = [i for i, name in enumerate(trace["customdata"]) if "(simulated)" in name]
     assert len(simulated) == 1
     assert trace["marker"]["symbol"][simulated[0]] == "circle-open"
+    assert "(sim)" in trace["text"][simulated[0]]  # the point's own label says so too
+    assert sum("(sim)" in label for label in trace["text"]) == 1
 
 
 def test_the_timeline_counts_tokens_cumulatively_and_splits_reasoning_from_answer():
