@@ -8,6 +8,8 @@ import hashlib
 from cryptography.fernet import Fernet, InvalidToken
 from django.conf import settings
 
+from probes.engine import http_errors
+
 
 def _fernet() -> Fernet:
     digest = hashlib.sha256(settings.FIELD_ENCRYPTION_KEY.encode()).digest()
@@ -28,7 +30,4 @@ def decrypt(token: str) -> str | None:
 
 def redact(text: str, secrets: list[str]) -> str:
     """Replace every known secret in `text` (error messages, logs) with a marker."""
-    for secret in secrets:
-        if secret and len(secret) >= 4:
-            text = text.replace(secret, "[redacted]")
-    return text
+    return http_errors.redact(text, secrets)

@@ -376,8 +376,15 @@ class _Measurement:
             result.stream["read_path"] = self.read_path
         status, error = self._status()
         result.status = status
+        # Some providers and proxies echo the key (or a header token) in their errors:
+        # nothing we return, store or print contains it.
+        known = [self.req.api_key or "", *self.req.extra_headers.values()]
         if error is not None:
-            result.error = error
+            result.error = http_errors.redact(error, known)
+        elif result.error:
+            result.error = http_errors.redact(result.error, known)
+        if result.error_detail is not None:
+            result.error_detail = http_errors.redact_object(result.error_detail, known)
 
     def _status(self) -> tuple[str, str | None]:
         rec = self.rec

@@ -24,6 +24,25 @@ def status_for_http(code: int) -> str:
     return "http_error"
 
 
+def redact(text: str, secrets: list[str]) -> str:
+    """Replace every known secret in `text` (error messages, logs) with a marker."""
+    for secret in secrets:
+        if secret and len(secret) >= 4:
+            text = text.replace(secret, "[redacted]")
+    return text
+
+
+def redact_object(obj: Any, secrets: list[str]) -> Any:
+    """The same for a provider's error object (any JSON value)."""
+    if isinstance(obj, str):
+        return redact(obj, secrets)
+    if isinstance(obj, dict):
+        return {k: redact_object(v, secrets) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [redact_object(v, secrets) for v in obj]
+    return obj
+
+
 def short(text: str, limit: int = 300) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"

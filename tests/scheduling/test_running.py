@@ -150,3 +150,51 @@ def test_a_run_that_cannot_be_written_for_long_is_spooled_then_drained_once(
     (run,) = ProbeRun.objects.all()
     assert (run.slot_at, run.status, run.worker) == (SLOT, "ok", "w1")
     assert clean_redis.llen(recording.SPOOL_KEY) == 0
+
+
+@pytest.fixture
+def echoing_provider():
+    """A real HTTP server that answers 401 and quotes back the key it was sent."""
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 (http.server's naming)
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            sent = self.headers.get("Authorization", "")
+            body = json.dumps({"error": {"message": f"Invalid credentials: {sent}"}}).encode()
+            self.send_response(401)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self):  # noqa: N802 (the connection warm-up)
+            self.send_response(404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    server.shutdown()
+
+
+def test_a_key_echoed_in_a_providers_error_is_never_stored(make_probe, echoing_provider):
+    provider = Provider.objects.create(
+        name="Echo", slug="echo", base_url=echoing_provider, enabled=True
+    )
+    provider.set_api_key("sk-live-0123456789abcdef")
+    provider.save()
+    probe = make_probe(provider=provider)
+
+    runner.run_slot(probe, SLOT, "w1", "local")
+
+    (run,) = ProbeRun.objects.all()
+    assert run.status == "auth_error"
+    assert "Invalid credentials" in run.error
+    assert "0123456789abcdef" not in run.error
