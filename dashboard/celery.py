@@ -6,6 +6,11 @@ from celery import Celery
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
 
+# Before any broker connection exists: see dashboard/broker.py for the kombu bug.
+from dashboard import broker  # noqa: E402
+
+broker.install()
+
 app = Celery("inferwatch")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
@@ -16,6 +21,7 @@ from dashboard.heartbeat import install_worker_heartbeat  # noqa: E402
 install_worker_heartbeat(app)
 
 # -- Scheduling (probes/dispatch.py, probes/tasks.py) -----------------------------------------
+from celery.schedules import crontab  # noqa: E402
 from celery.signals import celeryd_after_setup  # noqa: E402
 from django.conf import settings  # noqa: E402
 
@@ -38,7 +44,10 @@ def _beat_schedule() -> dict:
         },
         "maintain-rollups": {
             "task": "probes.tasks.maintain_rollups",
-            "schedule": 60.0,
+            # At the top of every minute rather than every 60 s from whenever beat
+            # started: when the hour turns, the window snapshots are rebuilt within
+            # seconds instead of up to a minute later (pages read slower rollups meanwhile).
+            "schedule": crontab(minute="*"),
             "options": {"expires": 55.0},
         },
         # Re-sends or reports slots whose worker died (probes/ledger.py).

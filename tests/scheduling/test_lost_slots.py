@@ -306,3 +306,14 @@ def test_beat_sweeps_the_ledger_every_minute_and_drops_stale_sweeps():
     assert entry["task"] == "probes.tasks.sweep_dispatched_slots"
     assert entry["schedule"] == 60.0
     assert entry["options"]["expires"] < 60
+
+
+def test_rollups_and_snapshots_are_maintained_at_the_top_of_every_minute():
+    from celery.schedules import crontab
+
+    from dashboard.celery import app
+
+    entry = app.conf.beat_schedule["maintain-rollups"]
+    # The hour turns at second 0 of a minute: run then, not up to a minute later.
+    assert entry["schedule"] == crontab(minute="*")
+    assert entry["options"]["expires"] < 60
