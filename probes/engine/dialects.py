@@ -37,9 +37,6 @@ class StreamRecorder:
         self.n_events = 0  # dispatched SSE events (comments excluded)
         self.comment_lines = 0
         self.json_events = 0
-        self.content_chunks = 0
-        self.reasoning_chunks = 0
-        self.tool_chunks = 0
         self.ping_events = 0
         self.usage_events = 0
         self.event_types: set[str] = set()
@@ -68,6 +65,19 @@ class StreamRecorder:
         self.t.append(t)
         self.ch.append("o")
         self.pieces.append(None)
+
+    # Chunks that carried each kind of output: one part is kept per chunk.
+    @property
+    def content_chunks(self) -> int:
+        return len(self.answer_parts)
+
+    @property
+    def reasoning_chunks(self) -> int:
+        return len(self.reasoning_parts)
+
+    @property
+    def tool_chunks(self) -> int:
+        return len(self.tool_parts)
 
     def _other(self, t: int) -> None:
         self.t.append(t)
@@ -245,13 +255,10 @@ class OpenAIChat(StreamRecorder):
             self.server_timing["perf_metrics"] = obj["perf_metrics"]
 
         if content is not None:
-            self.content_chunks += 1
             self.answer_parts.append(content)
         if reasoning is not None:
-            self.reasoning_chunks += 1
             self.reasoning_parts.append(reasoning)
         if tool is not None:
-            self.tool_chunks += 1
             self.tool_parts.append(tool)
         if content is not None:
             piece = content if reasoning is None else reasoning + content
@@ -319,21 +326,18 @@ class AnthropicMessages(StreamRecorder):
             if dtype == "text_delta":
                 text = delta.get("text")
                 if text:
-                    self.content_chunks += 1
                     self.answer_parts.append(text)
                     self._output(t, idx, "a", text)
                     return
             elif dtype == "thinking_delta":
                 text = delta.get("thinking")
                 if text:
-                    self.reasoning_chunks += 1
                     self.reasoning_parts.append(text)
                     self._output(t, idx, "r", text)
                     return
             elif dtype == "input_json_delta":
                 text = delta.get("partial_json")
                 if text:
-                    self.tool_chunks += 1
                     self.tool_parts.append(text)
                     self._output(t, idx, "t", text)
                     return
@@ -424,15 +428,12 @@ class OpenAIResponses(StreamRecorder):
         kind = obj.get("type")
         delta = obj.get("delta")
         if kind in self._ANSWER and delta:
-            self.content_chunks += 1
             self.answer_parts.append(delta)
             self._output(t, idx, "a", delta)
         elif kind in self._REASONING and delta:
-            self.reasoning_chunks += 1
             self.reasoning_parts.append(delta)
             self._output(t, idx, "r", delta)
         elif kind in self._TOOL and delta:
-            self.tool_chunks += 1
             self.tool_parts.append(delta)
             self._output(t, idx, "t", delta)
         elif kind in self._END:
