@@ -99,6 +99,13 @@ def env_list(
     return [item.strip() for item in value.split(",") if item.strip()]
 
 
+def env_secret_list(name: str, environ: Mapping[str, str] | None = None) -> list[str]:
+    """A comma-separated list of secrets from NAME, or from the file named by NAME_FILE
+    (one per line or comma-separated): the old keys kept for rotation."""
+    text = env_secret(name, "", environ)
+    return [item.strip() for item in text.replace("\n", ",").split(",") if item.strip()]
+
+
 def env_database_url(name: str, default: str, environ: Mapping[str, str] | None = None) -> dict:
     """Parse a postgres:// URL into Django's DATABASES entry."""
     import dj_database_url

@@ -7,6 +7,7 @@ the defaults: `production` (the default: DEBUG off, SECRET_KEY required), `devel
 
 from __future__ import annotations
 
+import re
 import secrets
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from dashboard.env import (
     env_list,
     env_redis_url,
     env_secret,
+    env_secret_list,
     env_str,
 )
 
@@ -61,11 +63,27 @@ def _secret_key() -> str:
 
 
 SECRET_KEY = _secret_key()
+# Old secret keys, still accepted for sessions and signatures (and stored API keys) after
+# a rotation.
+SECRET_KEY_FALLBACKS = env_secret_list("SECRET_KEY_FALLBACKS")
 # Encrypts API keys stored in the database. Separate from SECRET_KEY so that rotating
 # sessions does not make stored provider keys unreadable; defaults to SECRET_KEY.
 # An empty value (docker-compose passes `${FIELD_ENCRYPTION_KEY:-}`) means "not set":
 # never derive the key from an empty string.
 FIELD_ENCRYPTION_KEY = env_secret("FIELD_ENCRYPTION_KEY") or SECRET_KEY
+# Old field keys, still decrypting stored API keys until each is saved again (re-encrypted
+# under the current key) or `manage.py rotate_keys` has run (probes/secrets.py).
+FIELD_ENCRYPTION_KEY_FALLBACKS = env_secret_list("FIELD_ENCRYPTION_KEY_FALLBACKS")
+
+# Which environment variables a provider's "API key environment variable" may name
+# (shell patterns). The app's own settings are refused whatever this says.
+PROVIDER_KEY_ENV_ALLOWED = env_list("PROVIDER_KEY_ENV_ALLOWED", ["*_API_KEY"])
+for _pattern in PROVIDER_KEY_ENV_ALLOWED:
+    if not re.fullmatch(r"[A-Z0-9_*?]+", _pattern):
+        raise ImproperlyConfigured(
+            f"PROVIDER_KEY_ENV_ALLOWED: {_pattern!r} is not a variable name pattern "
+            "(capital letters, digits, _ and the wildcards * and ?), e.g. *_API_KEY"
+        )
 
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", [] if PRODUCTION else ["127.0.0.1", "localhost"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])

@@ -8,6 +8,7 @@ key is the only edit needed to start probing it.
 from __future__ import annotations
 
 from django import forms
+from django.conf import settings
 from django.contrib import admin
 from django.http import HttpRequest
 
@@ -27,6 +28,8 @@ from probes.models import (
 
 PRICE_FIELDS = ["effective_from", "input_per_m", "cached_input_per_m", "output_per_m", "source_url"]
 _NEGATIVE_PRICE = {"min_value": "A price cannot be negative."}
+# Form-only fields that take a key in; never rendered back, never shown read-only.
+WRITE_ONLY_FIELDS = ["api_key", "forget_api_key"]
 
 
 class ProviderForm(forms.ModelForm):
@@ -70,6 +73,15 @@ class ProviderForm(forms.ModelForm):
             },
         }
 
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        if "api_key_env" in self.fields:
+            allowed = ", ".join(settings.PROVIDER_KEY_ENV_ALLOWED)
+            self.fields["api_key_env"].help_text = (
+                f"Name of an environment variable holding the key (preferred). Allowed names: "
+                f"{allowed} (PROVIDER_KEY_ENV_ALLOWED); never one of Inferwatch's own settings."
+            )
+
     def clean(self) -> dict:
         data = super().clean()
         if data.get("api_key") and data.get("forget_api_key"):
@@ -101,11 +113,11 @@ class EndpointInline(admin.TabularInline):
 @admin.register(Provider)
 class ProviderAdmin(admin.ModelAdmin):
     form = ProviderForm
-    list_display = ["name", "api_style", "base_url", "key_source", "enabled", "simulated"]
+    list_display = ["name", "api_style", "base_url", "key_status", "enabled", "simulated"]
     list_filter = ["enabled", "simulated", "api_style"]
     search_fields = ["name", "slug", "base_url"]
     prepopulated_fields = {"slug": ["name"]}
-    readonly_fields = ["key_source", "backoff_until"]
+    readonly_fields = ["key_status", "backoff_until"]
     inlines = [EndpointInline]
     fieldsets = [
         (None, {"fields": ["name", "slug", "api_style", "base_url", "enabled", "simulated"]}),
@@ -113,14 +125,14 @@ class ProviderAdmin(admin.ModelAdmin):
             "Credentials",
             {
                 "fields": [
-                    "key_source",
+                    "key_status",
                     "api_key_env",
-                    "api_key",
-                    "forget_api_key",
+                    *WRITE_ONLY_FIELDS,
                     "requires_key",
                 ],
                 "description": "The key is read from the named environment variable when it is "
-                "set, else from the encrypted store. It is never shown after saving.",
+                "set, else from the encrypted store. It is never shown after saving, to "
+                "anyone.",
             },
         ),
         (
@@ -139,6 +151,25 @@ class ProviderAdmin(admin.ModelAdmin):
     ]
     # Operator actions live in probes/admin_actions.py.
     actions: list = [admin_actions.test_connection]
+
+    def get_fieldsets(self, request: HttpRequest, obj=None):
+        # Without the right to change, every field renders read-only, and the admin fills
+        # a read-only field by looking its name up on the object: the write-only fields
+        # must not be there at all (a view-only user sees the key's status, nothing else).
+        fieldsets = super().get_fieldsets(request, obj)
+        can_write = (
+            self.has_change_permission(request, obj) if obj else self.has_add_permission(request)
+        )
+        if can_write:
+            return fieldsets
+        return [
+            (name, {**opts, "fields": [f for f in opts["fields"] if f not in WRITE_ONLY_FIELDS]})
+            for name, opts in fieldsets
+        ]
+
+    @admin.display(description="API key")
+    def key_status(self, provider: Provider) -> str:
+        return provider.key_status
 
 
 class PriceForm(forms.ModelForm):

@@ -2,6 +2,10 @@
 
 Both run right away in the web process, bounded in time, and report the result as an
 admin message. A few selected rows at most: the page waits for them.
+
+Both need the permission to change their model: sending requests with a provider's key
+is an operator's act, not a viewer's. The changelist does not offer them to a view-only
+user, and each action refuses such a user itself, whoever calls it.
 """
 
 from __future__ import annotations
@@ -44,9 +48,18 @@ def _too_many(modeladmin, request: HttpRequest, queryset) -> bool:
     return False
 
 
-@admin.action(description="Run now (measure once and record the run)")
+def _denied(modeladmin, request: HttpRequest) -> bool:
+    if modeladmin.has_change_permission(request):
+        return False
+    name = modeladmin.model._meta.verbose_name_plural
+    text = f"Permission denied: only users who may change {name} can run this; nothing ran."
+    modeladmin.message_user(request, text, messages.ERROR)
+    return True
+
+
+@admin.action(description="Run now (measure once and record the run)", permissions=["change"])
 def run_now(modeladmin, request: HttpRequest, queryset) -> None:
-    if _too_many(modeladmin, request, queryset):
+    if _denied(modeladmin, request) or _too_many(modeladmin, request, queryset):
         return
     worker = f"admin@{socket.gethostname()}"
     for probe in queryset.select_related("endpoint__provider", "workload"):
@@ -60,7 +73,7 @@ def run_now(modeladmin, request: HttpRequest, queryset) -> None:
         except concurrency.Busy as exc:
             modeladmin.message_user(request, f"{probe}: {exc}; try again", messages.WARNING)
             continue
-        key = probe.endpoint.provider.api_key()
+        key = probe.endpoint.provider.resolve_key().value
         runs_url = reverse("admin:probes_proberun_changelist") + f"?probe__id__exact={probe.pk}"
         for result in outcome.results:
             level = messages.SUCCESS if result.ok else messages.WARNING
@@ -69,9 +82,11 @@ def run_now(modeladmin, request: HttpRequest, queryset) -> None:
             )
 
 
-@admin.action(description="Test connection (one tiny request, not recorded)")
+@admin.action(
+    description="Test connection (one tiny request, not recorded)", permissions=["change"]
+)
 def test_connection(modeladmin, request: HttpRequest, queryset) -> None:
-    if _too_many(modeladmin, request, queryset):
+    if _denied(modeladmin, request) or _too_many(modeladmin, request, queryset):
         return
     for provider in queryset:
         endpoint = provider.endpoints.filter(enabled=True).first()
@@ -80,7 +95,12 @@ def test_connection(modeladmin, request: HttpRequest, queryset) -> None:
                 request, f"{provider}: add an endpoint (a model) to test.", messages.WARNING
             )
             continue
-        key = provider.api_key()
+        resolved = provider.resolve_key()
+        key = resolved.value
+        if resolved.problem:
+            text = f"{provider}: not sent: {resolved.problem}."
+            modeladmin.message_user(request, text, messages.ERROR)
+            continue
         if provider.requires_key and not key:
             modeladmin.message_user(request, f"{provider}: no API key set.", messages.ERROR)
             continue

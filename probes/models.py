@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 import uuid
+from dataclasses import dataclass, field
 from datetime import date, datetime
 from decimal import Decimal
 
@@ -39,6 +40,9 @@ def validate_env_name(value: str) -> None:
         raise ValidationError(
             "An environment variable name: capital letters, digits and underscores."
         )
+    refusal = value and secrets.env_name_refusal(value)
+    if refusal:
+        raise ValidationError(refusal[0].upper() + refusal[1:] + ".")
 
 
 def validate_region(value: str) -> None:
@@ -103,32 +107,69 @@ class Provider(models.Model):
     def __str__(self) -> str:
         return f"{self.name} (simulated)" if self.simulated else self.name
 
+    def save(self, *args, **kwargs) -> None:
+        # Re-encrypt a stored key under the current FIELD_ENCRYPTION_KEY, so that old keys
+        # can be retired; a key no known secret decrypts is kept as it is (the admin and
+        # /status say so), never silently dropped.
+        fields = kwargs.get("update_fields")
+        if fields is None or "api_key_encrypted" in fields:
+            self.rotate_key()
+        super().save(*args, **kwargs)
+
+    def rotate_key(self) -> bool:
+        """Re-encrypt the stored key under the current FIELD_ENCRYPTION_KEY (in memory);
+        False when there is a stored key that no current or old secret decrypts."""
+        if not self.api_key_encrypted:
+            return True
+        token = secrets.rotate(self.api_key_encrypted)
+        if token is not None:
+            self.api_key_encrypted = token
+        return token is not None
+
     def set_api_key(self, raw: str) -> None:
         self.api_key_encrypted = secrets.encrypt(raw) if raw else ""
 
-    def api_key(self) -> str | None:
-        """The key to send, from the named environment variable or the encrypted store."""
-        if self.api_key_env and os.environ.get(self.api_key_env):
-            return os.environ[self.api_key_env]
+    def resolve_key(self) -> ProviderKey:
+        """The key to send: from the named environment variable when it is allowed and
+        set, else from the encrypted store. A configured key that cannot be used is a
+        problem, and then nothing is sent (probes/runner.py)."""
+        if self.api_key_env:
+            source = f"environment ({self.api_key_env})"
+            refusal = secrets.env_name_refusal(self.api_key_env)
+            if refusal:
+                return ProviderKey(source=source, problem=f"API key variable {refusal}")
+            if os.environ.get(self.api_key_env):
+                return ProviderKey(os.environ[self.api_key_env], source)
         if self.api_key_encrypted:
-            return secrets.decrypt(self.api_key_encrypted)
-        return None
+            value = secrets.decrypt(self.api_key_encrypted)
+            if value is None:
+                return ProviderKey(source="stored", problem=secrets.UNDECRYPTABLE)
+            return ProviderKey(value, "stored, encrypted")
+        return ProviderKey()
 
     @property
     def has_key(self) -> bool:
-        return bool(self.api_key())
+        return bool(self.resolve_key().value)
 
     @property
-    def key_source(self) -> str:
-        if self.api_key_env and os.environ.get(self.api_key_env):
-            return f"environment ({self.api_key_env})"
-        if self.api_key_encrypted:
-            return "stored, encrypted"
-        return "none"
+    def key_status(self) -> str:
+        """Where the key comes from, or why it cannot be used; never the key itself."""
+        key = self.resolve_key()
+        return f"unusable: {key.problem}" if key.problem else key.source
 
     @property
     def probeable(self) -> bool:
         return self.enabled and (self.has_key or not self.requires_key)
+
+
+@dataclass(frozen=True)
+class ProviderKey:
+    """A provider's key as resolved for a request. `repr` leaves the value out, so a key
+    never lands in a log or a traceback by way of this object."""
+
+    value: str | None = field(default=None, repr=False)
+    source: str = "none"
+    problem: str = ""
 
 
 class CanonicalModel(models.Model):

@@ -37,7 +37,7 @@ class SlotOutcome:
 
 
 def build_request(
-    probe: Probe, price: Price | None, max_total_s: float | None = None
+    probe: Probe, price: Price | None, api_key: str | None, max_total_s: float | None = None
 ) -> ProbeRequest:
     endpoint, workload = probe.endpoint, probe.workload
     provider = endpoint.provider
@@ -54,7 +54,7 @@ def build_request(
         api=provider.api_style,
         base_url=provider.base_url,
         model=endpoint.model_id,
-        api_key=provider.api_key(),
+        api_key=api_key,
         messages=workload.messages,
         max_tokens=workload.max_tokens,
         temperature=workload.temperature,
@@ -67,6 +67,20 @@ def build_request(
             total_s=min(provider.total_timeout_s, max_total_s or provider.total_timeout_s),
         ),
         prices=prices,
+    )
+
+
+def unsent(probe: Probe, problem: str) -> RunResult:
+    """The run of a slot whose configured key cannot be used: nothing is sent (never a
+    probe without its key, or with a variable the operator did not allow), and the slot
+    still ends as a stored run saying why. `auth_error` is what the provider would have
+    answered without the key; no HTTP status marks that it never saw the request."""
+    return RunResult(
+        status="auth_error",
+        error=f"not sent: {problem}",
+        api=probe.endpoint.provider.api_style,
+        model=probe.endpoint.model_id,
+        started_at=datetime.now(UTC),
     )
 
 
@@ -104,12 +118,16 @@ def run_slot(
     outcome = SlotOutcome(results=[], already_recorded=len(done))
     group = run_group_for(probe.pk, slot_at)
     ceiling = recording.latest_calibration(worker)
+    key = provider.resolve_key()
     for index in range(probe.workload.requests):
         if index in done:
             continue
         price = endpoint.price_at(datetime.now(UTC))
-        with concurrency.request_slot(provider, worker):
-            result = measure_sync(build_request(probe, price, max_total_s))
+        if key.problem:
+            result = unsent(probe, key.problem)
+        else:
+            with concurrency.request_slot(provider, worker):
+                result = measure_sync(build_request(probe, price, key.value, max_total_s))
         ctx = recording.RunContext(
             endpoint_id=endpoint.pk,
             workload_id=probe.workload_id,
@@ -125,6 +143,8 @@ def run_slot(
         if recording.record(result, ctx, retry_db_for_s) == "spooled":
             outcome.spooled += 1
         outcome.results.append(result)
+        if key.problem:
+            break  # one run says why; the slot's other requests would say the same
         if result.status == "rate_limited":
             concurrency.back_off(provider, result.retry_after_s)
             log.info("%s: 429, backing off %s", provider.slug, provider.backoff_until)

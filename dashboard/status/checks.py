@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from dashboard import heartbeat
 from dashboard.env import first_line, url_without_password
+from probes.models import Provider
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 _SEVERITY = {OK: 0, WARN: 1, FAIL: 2}
@@ -176,6 +177,27 @@ def check_lost_slots(now: datetime) -> Check:
     return Check("slots", OK, f"No dispatched slot lost in the last {LOST_SLOTS_WINDOW_H} h.")
 
 
+def check_provider_keys() -> Check:
+    """Providers whose configured key cannot be used (a rotated FIELD_ENCRYPTION_KEY, a
+    variable that is not allowed): their probes are recorded as not sent."""
+    try:
+        configured = Provider.objects.exclude(api_key_env="", api_key_encrypted="")
+        details = [
+            {"provider": p.name, "enabled": p.enabled, "problem": problem}
+            for p in configured.order_by("name")
+            if (problem := p.resolve_key().problem)
+        ]
+    except DatabaseError as exc:
+        connection.close()
+        return Check("keys", FAIL, f"Unknown: providers cannot be read: {first_line(exc)}")
+    if not details:
+        return Check("keys", OK, "Every configured API key is usable.")
+    names = ", ".join(d["provider"] for d in details)
+    # An enabled provider's probes are not being sent: that is a failure, not a warning.
+    state = FAIL if any(d["enabled"] for d in details) else WARN
+    return Check("keys", state, f"API key unusable for {names}: its probes are not sent.", details)
+
+
 def run_checks() -> list[Check]:
     now = timezone.now()
     client = heartbeat.redis_client(timeout_s=1.0)
@@ -190,8 +212,10 @@ def run_checks() -> list[Check]:
     else:
         checks += [check_workers(client, now), check_beat(client, now), check_queues(client)]
     if database_up:
-        checks.append(check_lost_slots(now))
+        checks += [check_lost_slots(now), check_provider_keys()]
     else:
-        checks.append(Check("slots", FAIL, "Unknown: Postgres is unreachable."))
+        checks += [
+            Check(name, FAIL, "Unknown: Postgres is unreachable.") for name in ("slots", "keys")
+        ]
     client.close()
     return checks

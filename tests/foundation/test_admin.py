@@ -57,7 +57,7 @@ def test_it_enables_a_provider_when_a_key_is_saved(admin_client, provider):
     assert response.status_code == 302
     provider.refresh_from_db()
     assert provider.enabled
-    assert provider.api_key() == KEY
+    assert provider.resolve_key().value == KEY
     assert KEY not in provider.api_key_encrypted
     assert provider.probeable
 
@@ -70,7 +70,7 @@ def test_it_keeps_the_stored_key_when_the_field_is_left_empty(admin_client, prov
     )
     provider.refresh_from_db()
     assert provider.notes == "renamed"
-    assert provider.api_key() == KEY
+    assert provider.resolve_key().value == KEY
 
 
 def test_it_forgets_the_stored_key_on_request(admin_client, provider):
@@ -80,7 +80,7 @@ def test_it_forgets_the_stored_key_on_request(admin_client, provider):
         f"/admin/probes/provider/{provider.pk}/change/", provider_form(forget_api_key="on")
     )
     provider.refresh_from_db()
-    assert provider.api_key() is None
+    assert provider.resolve_key().value is None
 
 
 def test_it_never_renders_a_stored_key_only_its_source(admin_client, provider):
@@ -227,4 +227,4 @@ def test_it_refuses_a_new_key_and_forgetting_the_key_at_once(admin_client, provi
     )
     assert "Either enter a new key or forget the stored one, not both." in response.content.decode()
     provider.refresh_from_db()
-    assert provider.api_key() is None and not provider.enabled
+    assert provider.resolve_key().value is None and not provider.enabled

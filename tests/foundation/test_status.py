@@ -41,6 +41,7 @@ def test_it_reports_database_and_redis_up_but_no_worker_or_beat_yet(client, redi
         "beat": "fail",
         "queues": "ok",
         "slots": "ok",
+        "keys": "ok",
     }
     assert response.json()["status"] == "fail"
 

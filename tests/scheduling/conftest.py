@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import date
 from decimal import Decimal
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import quote
 
@@ -118,6 +119,30 @@ def make_probe(db, sim, workload) -> Callable[..., Probe]:
         return Probe.objects.create(endpoint=endpoint, workload=workload, region=region, **fields)
 
     return make
+
+
+@pytest.fixture
+def counting_provider():
+    """A real HTTP server that counts every request it receives and answers 401."""
+    received: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def _answer(self):
+            received.append(f"{self.command} {self.path}")
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            self.send_response(401)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        do_GET = do_POST = _answer  # noqa: N815 (http.server's naming)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1", received
+    server.shutdown()
 
 
 # -- real Celery workers ----------------------------------------------------------------------
