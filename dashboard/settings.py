@@ -76,8 +76,9 @@ FIELD_ENCRYPTION_KEY = env_secret("FIELD_ENCRYPTION_KEY") or SECRET_KEY
 FIELD_ENCRYPTION_KEY_FALLBACKS = env_secret_list("FIELD_ENCRYPTION_KEY_FALLBACKS")
 
 # Which environment variables a provider's "API key environment variable" may name
-# (shell patterns). The app's own settings are refused whatever this says.
-PROVIDER_KEY_ENV_ALLOWED = env_list("PROVIDER_KEY_ENV_ALLOWED", ["*_API_KEY"])
+# (shell patterns). The app's own settings are refused whatever this says. Empty (compose
+# passes `${PROVIDER_KEY_ENV_ALLOWED:-…}`) means the default, not "nothing".
+PROVIDER_KEY_ENV_ALLOWED = env_list("PROVIDER_KEY_ENV_ALLOWED") or ["*_API_KEY"]
 for _pattern in PROVIDER_KEY_ENV_ALLOWED:
     if not re.fullmatch(r"[A-Z0-9_*?]+", _pattern):
         raise ImproperlyConfigured(

@@ -11,6 +11,7 @@ from django.contrib.auth.models import Permission, User
 from django.core.management import CommandError, call_command
 
 from probes import secrets
+from probes.catalog import PROVIDERS
 from probes.models import Provider
 from tests.foundation.conftest import clean_env, run_python
 from tests.foundation.test_admin import provider_form
@@ -298,3 +299,8 @@ def test_status_only_warns_about_a_disabled_providers_key(client, undecryptable)
     response = client.get("/status?format=json")
     keys = next(c for c in response.json()["checks"] if c["name"] == "keys")
     assert keys["state"] == "warn"
+
+
+def test_every_seed_providers_key_variable_is_allowed_by_default():
+    names = [seed.api_key_env for seed in PROVIDERS if seed.api_key_env]
+    assert names and [n for n in names if secrets.env_name_refusal(n)] == []
