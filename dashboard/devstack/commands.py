@@ -1,0 +1,184 @@
+"""`python -m dashboard.devstack run|test|stop`: the commands behind `make run`,
+`make test` and `make stop`."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from urllib.parse import urlsplit
+
+from dashboard.devstack.common import MANAGE, StackError, signal_group, var_dir
+from dashboard.devstack.prepare import prepare_database_and_files, setup_django
+from dashboard.devstack.services import (
+    EmbeddedPostgres,
+    EmbeddedRedis,
+    require_free_port,
+    start_services,
+)
+from dashboard.devstack.supervisor import Supervisor
+
+# --- make test ------------------------------------------------------------------------
+
+
+def run_tests(args: list[str]) -> int:
+    pytest_no_tests = 5  # pytest.ExitCode.NO_TESTS_COLLECTED; must count as a failure
+    env = dict(os.environ)
+    env.setdefault("INFERWATCH_ENV", "test")
+    services = start_services(env, prefer_local=True)
+    env.update(services.env)
+    try:
+        # A child, not exec: the embedded servers (if any) are stopped after the run.
+        code = subprocess.call([sys.executable, "-m", "pytest", *args], env=env)
+        if code == pytest_no_tests:
+            print(
+                "error: pytest collected no tests; a run that tests nothing fails.", file=sys.stderr
+            )
+        return code
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        services.stop()
+
+
+# --- make run ---------------------------------------------------------------------------
+def _is_local(host: str | None) -> bool:
+    return host in {"127.0.0.1", "localhost"}
+
+
+def child_commands(settings, port: int) -> list[tuple[str, list[str]]]:
+    py = sys.executable
+    region = settings.PROBE_REGION
+    commands = []
+    simulator = urlsplit(settings.SIMULATOR_URL)
+    if _is_local(simulator.hostname):  # else the demo's simulator runs elsewhere
+        commands.append(
+            (
+                "simulator",
+                [py, MANAGE, "simulate_provider", "--host", simulator.hostname,
+                 "--port", str(simulator.port or 80)],
+            )
+        )  # fmt: skip
+    commands += [
+        (
+            "web",
+            [py, "-m", "gunicorn", "dashboard.wsgi:application",
+             "--bind", f"127.0.0.1:{port}", "--workers", "2", "--threads", "4",
+             "--graceful-timeout", "5", "--access-logfile", "-", "--log-level", "warning"],
+        ),
+        (
+            "worker",
+            [py, "-m", "celery", "-A", "dashboard", "worker", "-l", "INFO",
+             "-n", f"{region}@%h", "-Q", ",".join(worker_queues(region)),
+             "--concurrency", str(settings.WORKER_MAX_CONCURRENT_PROBES)],
+        ),
+        ("beat", [py, "-m", "celery", "-A", "dashboard", "beat", "-l", "INFO"]),
+    ]  # fmt: skip
+    return commands
+
+
+def worker_queues(region: str) -> list[str]:
+    """Every queue a worker of `region` consumes: its probes and the maintenance tasks."""
+    from probes.dispatch import queue_for
+
+    return [queue_for(region), "celery"]
+
+
+def _write_state(pids: list[int], supervisor: int) -> None:
+    path = var_dir() / "devstack.json"
+    path.write_text(json.dumps({"supervisor": supervisor, "groups": pids}))
+
+
+def run_app() -> int:
+    env = dict(os.environ)
+    env.setdefault("INFERWATCH_ENV", "development")
+    env["PYTHONUNBUFFERED"] = "1"
+    port_text = env.get("PORT", "8000")
+    if not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        raise StackError(f"PORT={port_text!r} is not a port number (1-65535).")
+    port = int(port_text)
+    require_free_port("127.0.0.1", port, "web server", "PORT")
+    env.setdefault("SITE_URL", f"http://127.0.0.1:{port}")  # links in alert notices
+    var_dir().mkdir(parents=True, exist_ok=True)
+
+    supervisor = Supervisor(env)
+    services = start_services(env, prefer_local=False)
+    supervisor.env.update(services.env)
+
+    def request_stop(signum, frame) -> None:
+        supervisor.stopping.set()
+
+    signal.signal(signal.SIGINT, request_stop)
+    signal.signal(signal.SIGTERM, request_stop)
+    say = supervisor.say
+    try:
+        setup_django(supervisor.env)
+        from django.conf import settings
+
+        simulator = urlsplit(settings.SIMULATOR_URL)
+        if _is_local(simulator.hostname):
+            require_free_port(
+                simulator.hostname, simulator.port or 80, "simulated providers", "SIMULATOR_URL"
+            )
+        prepare_database_and_files(lambda line: say("devstack", line))
+        if supervisor.stopping.is_set():
+            return 130
+        for name, argv in child_commands(settings, port):
+            supervisor.start(name, argv)
+        _write_state(supervisor.pids(), os.getpid())
+        say(
+            "devstack", f"Inferwatch is at http://127.0.0.1:{port}/ (admin: /admin/) — Ctrl-C stops"
+        )
+        dead = supervisor.wait()
+        if dead:
+            say("devstack", f"{dead} exited; stopping everything")
+        return 1 if dead else 0
+    finally:
+        say("devstack", "stopping…")
+        supervisor.stop()
+        services.stop()
+        (var_dir() / "devstack.json").unlink(missing_ok=True)
+        say("devstack", "stopped")
+
+
+def stop_app() -> int:
+    """Stop a running `make run`, or clean up after one that was killed."""
+    path = var_dir() / "devstack.json"
+    if path.exists():
+        state = json.loads(path.read_text())
+        try:
+            os.kill(state["supervisor"], signal.SIGTERM)
+            print("asked the running `make run` to stop")
+            return 0
+        except ProcessLookupError:
+            for pgid in state["groups"]:
+                signal_group(pgid, signal.SIGKILL)
+            path.unlink()
+    EmbeddedRedis(var_dir() / "redis").shutdown_leftover()
+    EmbeddedPostgres(var_dir() / "pgdata").shutdown_leftover()
+    print("stopped")
+    return 0
+
+
+USAGE = "usage: python -m dashboard.devstack {run|test [pytest args]|stop}"
+
+
+def main(argv: list[str]) -> int:
+    commands = {"run": lambda: run_app(), "test": lambda: run_tests(argv[1:]), "stop": stop_app}
+    if not argv or argv[0] not in commands:
+        print(USAGE, file=sys.stderr)
+        return 2
+    try:
+        return commands[argv[0]]()
+    except StackError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except Exception as exc:
+        from django.core.exceptions import ImproperlyConfigured
+
+        if isinstance(exc, ImproperlyConfigured):
+            print(f"configuration error: {exc}", file=sys.stderr)
+            return 1
+        raise
