@@ -3,22 +3,23 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
 import sys
+from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
 from dashboard.devstack.common import MANAGE, StackError, signal_group, var_dir
 from dashboard.devstack.prepare import prepare_database_and_files, setup_django
+from dashboard.devstack.runstate import RunState, read_state, state_path
 from dashboard.devstack.services import (
     EmbeddedPostgres,
     EmbeddedRedis,
     require_free_port,
     start_services,
 )
-from dashboard.devstack.supervisor import Supervisor
+from dashboard.devstack.supervisor import CrashLoop, Supervisor
 
 # --- make test ------------------------------------------------------------------------
 
@@ -86,11 +87,6 @@ def worker_queues(region: str) -> list[str]:
     return [queue_for(region), "celery"]
 
 
-def _write_state(pids: list[int], supervisor: int) -> None:
-    path = var_dir() / "devstack.json"
-    path.write_text(json.dumps({"supervisor": supervisor, "groups": pids}))
-
-
 def run_app() -> int:
     env = dict(os.environ)
     env.setdefault("INFERWATCH_ENV", "development")
@@ -103,7 +99,8 @@ def run_app() -> int:
     env.setdefault("SITE_URL", f"http://127.0.0.1:{port}")  # links in alert notices
     var_dir().mkdir(parents=True, exist_ok=True)
 
-    supervisor = Supervisor(env)
+    state = RunState(supervisor=os.getpid(), started_at=datetime.now(UTC).isoformat())
+    supervisor = Supervisor(env, state)
     services = start_services(env, prefer_local=False)
     supervisor.env.update(services.env)
 
@@ -127,35 +124,35 @@ def run_app() -> int:
             return 130
         for name, argv in child_commands(settings, port):
             supervisor.start(name, argv)
-        _write_state(supervisor.pids(), os.getpid())
         say(
             "devstack", f"Inferwatch is at http://127.0.0.1:{port}/ (admin: /admin/) — Ctrl-C stops"
         )
-        dead = supervisor.wait()
-        if dead:
-            say("devstack", f"{dead} exited; stopping everything")
-        return 1 if dead else 0
+        try:
+            supervisor.wait()
+        except CrashLoop as exc:
+            say("devstack", str(exc))
+            return 1
+        return 0
     finally:
         say("devstack", "stopping…")
         supervisor.stop()
         services.stop()
-        (var_dir() / "devstack.json").unlink(missing_ok=True)
+        state_path().unlink(missing_ok=True)
         say("devstack", "stopped")
 
 
 def stop_app() -> int:
     """Stop a running `make run`, or clean up after one that was killed."""
-    path = var_dir() / "devstack.json"
-    if path.exists():
-        state = json.loads(path.read_text())
+    state = read_state()
+    if state is not None:
         try:
-            os.kill(state["supervisor"], signal.SIGTERM)
+            os.kill(state.supervisor, signal.SIGTERM)
             print("asked the running `make run` to stop")
             return 0
         except ProcessLookupError:
-            for pgid in state["groups"]:
+            for pgid in state.groups:
                 signal_group(pgid, signal.SIGKILL)
-            path.unlink()
+            state_path().unlink()
     EmbeddedRedis(var_dir() / "redis").shutdown_leftover()
     EmbeddedPostgres(var_dir() / "pgdata").shutdown_leftover()
     print("stopped")

@@ -31,7 +31,15 @@ def port_answers(host: str, port: int, timeout: float = 0.5) -> bool:
 
 
 def require_free_port(host: str, port: int, what: str, variable: str) -> None:
+    """Raise StackError unless the server about to start can bind `port`.
+
+    Checked by binding the way gunicorn and the simulator will, with SO_REUSEADDR: a
+    connection the last run closed (a browser tab still open at Ctrl-C) keeps the port in
+    TIME_WAIT for a minute, which blocks a plain bind but not the server's. Connecting
+    would not do either: it cannot tell a free port from a server that does not accept.
+    """
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, port))
         except OSError:

@@ -1,5 +1,13 @@
-"""`make run`'s supervisor: runs the app's processes with merged, prefixed output and
-stops them all together."""
+"""`make run`'s supervisor: runs the app's processes with merged, prefixed output,
+restarts one that crashes, and stops them all together.
+
+`make run` is how self-hosters keep the observatory up for weeks, so a worker killed by
+the OOM killer or `kill -9` is restarted after a back-off (1 s, doubling up to a minute;
+back to 1 s once it has run a minute) instead of taking the site down with it. A child
+that keeps crashing (CRASH_LOOP_COUNT crashes within CRASH_LOOP_WINDOW_S) is broken, not
+unlucky: then everything stops with a line saying which one. Every restart is logged and
+recorded in var/devstack.json, which /status reads.
+"""
 
 from __future__ import annotations
 
@@ -8,18 +16,61 @@ import subprocess
 import sys
 import threading
 import time
+from collections import deque
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from dashboard.devstack.common import BASE_DIR, STOP_GRACE_S, signal_group
+from dashboard.devstack.runstate import RunState, write_state
+
+FIRST_BACKOFF_S = 1.0
+MAX_BACKOFF_S = 60.0
+# A child that ran this long before crashing starts its back-off afresh.
+STABLE_AFTER_S = 60.0
+CRASH_LOOP_COUNT = 5
+CRASH_LOOP_WINDOW_S = 300.0
 
 _COLORS = ["36", "32", "35", "33", "34", "31"]
 
 
-class Supervisor:
-    """Runs child processes with merged, prefixed output; stops them all together."""
+def describe_exit(code: int) -> str:
+    """`-9` -> 'killed by SIGKILL (-9)', `1` -> 'exit code 1'."""
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name} ({code})"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
 
-    def __init__(self, env: dict[str, str]):
+
+def backoff_s(streak: int) -> float:
+    """The wait before the `streak`-th restart in a row (1, 2, 4 … at most a minute)."""
+    return min(MAX_BACKOFF_S, FIRST_BACKOFF_S * 2 ** max(0, streak - 1))
+
+
+@dataclass
+class Child:
+    name: str
+    argv: list[str]
+    proc: subprocess.Popen | None = None
+    started_at: float = 0.0  # time.monotonic()
+    crashes: deque[float] = field(default_factory=deque)  # monotonic, within the window
+    streak: int = 0  # crashes since it last ran STABLE_AFTER_S
+    restart_at: float | None = None  # set while waiting out a back-off
+
+
+class CrashLoop(Exception):
+    """A child crashed CRASH_LOOP_COUNT times within CRASH_LOOP_WINDOW_S."""
+
+
+class Supervisor:
+    """Runs child processes with merged, prefixed output; restarts crashed ones; stops
+    them all together."""
+
+    def __init__(self, env: dict[str, str], state: RunState | None = None):
         self.env = env
-        self.children: list[tuple[str, subprocess.Popen]] = []
+        self.children: list[Child] = []
+        self.state = state
         self.stopping = threading.Event()
         self.width = 10
         self.color = sys.stdout.isatty()
@@ -34,11 +85,16 @@ class Supervisor:
             print(f"{prefix} {line}", flush=True)
 
     def start(self, name: str, argv: list[str]) -> None:
+        child = Child(name, argv)
+        self.children.append(child)
+        self._spawn(child)
+
+    def _spawn(self, child: Child) -> None:
         # Each child leads its own process group: stopping the group also stops its own
         # children (Celery's pool, gunicorn's workers), and a terminal Ctrl-C reaches only
         # the supervisor, which then stops everyone in order.
-        proc = subprocess.Popen(
-            argv,
+        child.proc = subprocess.Popen(
+            child.argv,
             cwd=BASE_DIR,
             env=self.env,
             stdin=subprocess.DEVNULL,
@@ -49,8 +105,10 @@ class Supervisor:
             errors="replace",
             bufsize=1,
         )
-        self.children.append((name, proc))
-        threading.Thread(target=self._pump, args=(name, proc), daemon=True).start()
+        child.started_at = time.monotonic()
+        child.restart_at = None
+        threading.Thread(target=self._pump, args=(child.name, child.proc), daemon=True).start()
+        self._save_state()
 
     def _pump(self, name: str, proc: subprocess.Popen) -> None:
         assert proc.stdout is not None
@@ -58,28 +116,72 @@ class Supervisor:
             self.say(name, line.rstrip())
 
     def pids(self) -> list[int]:
-        return [proc.pid for _, proc in self.children]
+        return [child.proc.pid for child in self.children if child.proc is not None]
 
-    def wait(self) -> str | None:
-        """Block until asked to stop or a child dies; returns the dead child's name."""
+    def _save_state(self) -> None:
+        if self.state is not None:
+            self.state.groups = self.pids()
+            self.state.children = {c.name: c.proc.pid for c in self.children if c.proc}
+            write_state(self.state)
+
+    def wait(self) -> None:
+        """Block until asked to stop, restarting children that crash meanwhile.
+
+        Raises CrashLoop when one keeps crashing."""
         while not self.stopping.wait(0.2):
-            for name, proc in self.children:
-                if proc.poll() is not None:
-                    return name
-        return None
+            now = time.monotonic()
+            for child in self.children:
+                if child.restart_at is not None:
+                    if now >= child.restart_at:
+                        self._spawn(child)
+                        self.say("devstack", f"{child.name} restarted (pid {child.proc.pid})")
+                elif child.proc is not None and child.proc.poll() is not None:
+                    self._crashed(child, now)
+
+    def _crashed(self, child: Child, now: float) -> None:
+        code = child.proc.returncode
+        # Whatever the dead leader left in its group (a pool process) must not linger.
+        signal_group(child.proc.pid, signal.SIGKILL)
+        child.crashes.append(now)
+        while child.crashes and child.crashes[0] < now - CRASH_LOOP_WINDOW_S:
+            child.crashes.popleft()
+        if len(child.crashes) >= CRASH_LOOP_COUNT:
+            raise CrashLoop(
+                f"{child.name} crashed {len(child.crashes)} times within "
+                f"{CRASH_LOOP_WINDOW_S / 60:.0f} min (last: {describe_exit(code)}); "
+                "it keeps crashing, so stopping everything — see its log lines above"
+            )
+        child.streak = 1 if now - child.started_at >= STABLE_AFTER_S else child.streak + 1
+        wait = backoff_s(child.streak)
+        child.restart_at = now + wait
+        if self.state is not None:
+            self.state.record_restart(child.name, datetime.now(UTC), code)
+            self._save_state()
+        self.say(
+            "devstack",
+            f"{child.name} exited unexpectedly ({describe_exit(code)}); restarting it in "
+            f"{wait:.0f} s ({len(child.crashes)} crash(es) in the last "
+            f"{CRASH_LOOP_WINDOW_S / 60:.0f} min; {CRASH_LOOP_COUNT} stop everything)",
+        )
 
     def stop(self) -> None:
         # SIGTERM to each leader only: gunicorn and Celery then stop their own workers
         # gracefully (signalling the pool directly makes Celery report lost workers).
-        for _, proc in reversed(self.children):
+        running = [c.proc for c in reversed(self.children) if c.proc is not None]
+        for proc in running:
             if proc.poll() is None:
                 proc.terminate()
         deadline = time.monotonic() + STOP_GRACE_S
-        for name, proc in reversed(self.children):
+        for child in reversed(self.children):
+            proc = child.proc
+            if proc is None:
+                continue
             try:
                 proc.wait(max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                self.say("devstack", f"{name} did not stop in {STOP_GRACE_S:.0f} s; killing it")
+                self.say(
+                    "devstack", f"{child.name} did not stop in {STOP_GRACE_S:.0f} s; killing it"
+                )
                 proc.kill()
                 proc.wait()
             # Whatever the child left in its group (pool processes) goes too.

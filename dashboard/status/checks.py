@@ -12,6 +12,8 @@ from django.db import DatabaseError, connection
 from django.utils import timezone
 
 from dashboard import heartbeat
+from dashboard.devstack.runstate import running_state
+from dashboard.devstack.supervisor import describe_exit
 from dashboard.env import first_line, url_without_password
 from probes.models import Provider
 
@@ -198,6 +200,38 @@ def check_provider_keys() -> Check:
     return Check("keys", state, f"API key unusable for {names}: its probes are not sent.", details)
 
 
+# A restart of a `make run` process this recent is worth a warning; older is history.
+RESTART_WARN_WINDOW = timedelta(hours=24)
+
+
+def check_restarts(now: datetime) -> Check | None:
+    """Which processes `make run`'s supervisor restarted after a crash, how often, when
+    last and why (dashboard/devstack/supervisor.py). None when the app does not run under
+    `make run` (Compose, systemd…)."""
+    state = running_state()
+    if state is None:
+        return None
+    details, parts, recent = [], [], False
+    for name, restarts in sorted(state.restarts.items()):
+        if not restarts:
+            continue
+        last = restarts[-1]
+        last_at = datetime.fromisoformat(last.at)
+        recent = recent or now - last_at < RESTART_WARN_WINDOW
+        count = state.restart_counts.get(name, len(restarts))
+        parts.append(
+            f"{name} restarted {count}× (last {last_at:%Y-%m-%d %H:%M} UTC, "
+            f"{describe_exit(last.exit_code)})"
+        )
+        details += [
+            {"process": name, "restarted_at": r.at, "exit": describe_exit(r.exit_code)}
+            for r in reversed(restarts)
+        ]
+    if not parts:
+        return Check("restarts", OK, "No process of `make run` has crashed since it started.")
+    return Check("restarts", WARN if recent else OK, "; ".join(parts) + ".", details)
+
+
 def run_checks() -> list[Check]:
     now = timezone.now()
     client = heartbeat.redis_client(timeout_s=1.0)
@@ -218,4 +252,6 @@ def run_checks() -> list[Check]:
             Check(name, FAIL, "Unknown: Postgres is unreachable.") for name in ("slots", "keys")
         ]
     client.close()
+    if (restarts := check_restarts(now)) is not None:
+        checks.append(restarts)
     return checks

@@ -69,6 +69,41 @@ def test_it_explains_a_port_already_taken(tmp_path):
     assert "set PORT to a free port" in result.stderr
 
 
+def port_left_in_time_wait() -> int:
+    """A port nothing listens on, holding a closed connection in TIME_WAIT: what a
+    browser's keep-alive connection leaves for a minute after `make run` is stopped."""
+    with socket.socket() as listener:
+        # As the last run's gunicorn did (its connections inherit it).
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        client = socket.create_connection(("127.0.0.1", port))
+        served, _ = listener.accept()
+        served.close()  # the server closes first, so its side is the one in TIME_WAIT
+        client.recv(1)  # the server's FIN
+        client.close()
+    time.sleep(0.1)
+    return port
+
+
+def test_a_port_left_in_time_wait_by_the_last_run_counts_as_free(tmp_path):
+    port = port_left_in_time_wait()
+    with socket.socket() as plain, pytest.raises(OSError):
+        plain.bind(("127.0.0.1", port))  # a plain bind fails: the test has its TIME_WAIT
+    result = run_python(
+        ["-m", "dashboard.devstack", "run"],
+        clean_env(
+            INFERWATCH_VAR_DIR=str(tmp_path),
+            PORT=str(port),
+            DATABASE_URL="postgresql://iw@127.0.0.1:1/inferwatch",
+        ),
+    )
+    # Past the port check, on to the next thing to check.
+    assert "already taken" not in result.stderr
+    assert_one_clear_line(result, "Cannot connect to DATABASE_URL")
+
+
 def test_it_explains_a_port_that_is_not_a_number(tmp_path):
     result = run_python(
         ["-m", "dashboard.devstack", "run"], clean_env(INFERWATCH_VAR_DIR=str(tmp_path), PORT="web")
