@@ -4,8 +4,11 @@ Two caps apply to every probe request: the provider's (Provider.max_concurrency,
 all workers and regions: rate-limit friendly) and the worker's
 (settings.WORKER_MAX_CONCURRENT_PROBES: a client busy with too many streams distorts
 what it measures). Both are the same primitive, a counting semaphore whose slots are
-leases: a sorted set of holder tokens scored by their expiry. A worker killed with
-SIGKILL never releases its slot; the lease simply runs out and the slot frees itself.
+leases: a sorted set of holder tokens scored by their expiry. Each token names the
+worker holding it, so the slots of a worker killed with SIGKILL (which never releases
+them) are freed as soon as it is known dead: when the sweeper sees its heartbeat gone,
+or when it starts again under the same name (`make run` restarting it). Otherwise the
+lease (the provider's total timeout and a minute) would hold them that long.
 
 A 429 backs the whole provider off until its `retry-after` has passed
 (Provider.backoff_until, in the database so the admin shows it).
@@ -27,6 +30,8 @@ from dashboard.heartbeat import redis_client
 from probes.models import Provider
 
 PREFIX = "inferwatch:sem"
+# Between the holder's name and the random part of a token; never in a Celery node name.
+HOLDER_SEP = "|"
 # Without a retry-after, a 429 backs the provider off this long.
 DEFAULT_BACKOFF_S = 60.0
 MAX_BACKOFF_S = 3600.0
@@ -50,9 +55,12 @@ class Semaphore:
     limit: int
     lease_s: float
 
-    def acquire(self, client: redis.Redis) -> str | None:
-        """A token if a slot was free (hold it for at most lease_s), else None."""
-        token = uuid.uuid4().hex
+    def acquire(self, client: redis.Redis, holder: str = "") -> str | None:
+        """A token if a slot was free (hold it for at most lease_s), else None.
+
+        `holder` (a worker's name) goes into the token so release_worker_slots finds it.
+        """
+        token = f"{holder}{HOLDER_SEP}{uuid.uuid4().hex}"
         now = time.time()
         got = client.eval(_ACQUIRE, 1, self.key, now, now + self.lease_s, self.limit, token)
         return token if got else None
@@ -73,8 +81,53 @@ def provider_semaphore(provider: Provider) -> Semaphore:
     )
 
 
+def _worker_key(worker: str) -> str:
+    return f"{PREFIX}:worker:{worker}"
+
+
 def worker_semaphore(worker: str, lease_s: float) -> Semaphore:
-    return Semaphore(f"{PREFIX}:worker:{worker}", settings.WORKER_MAX_CONCURRENT_PROBES, lease_s)
+    return Semaphore(_worker_key(worker), settings.WORKER_MAX_CONCURRENT_PROBES, lease_s)
+
+
+def release_worker_slots(worker: str, client: redis.Redis | None = None) -> int:
+    """Free every slot `worker` holds, its own cap's and providers': call it only when
+    that worker is dead. Returns how many were freed."""
+    client = client or redis_client()
+    freed = client.zcard(_worker_key(worker))
+    client.delete(_worker_key(worker))
+    mine = f"{worker}{HOLDER_SEP}"
+    for key in client.scan_iter(match=f"{PREFIX}:provider:*", count=500):
+        held = [token for token in client.zrange(key, 0, -1) if token.startswith(mine)]
+        if held:
+            freed += client.zrem(key, *held)
+    return freed
+
+
+def workers_holding_slots(client: redis.Redis) -> set[str]:
+    """Names of the workers with a slot of their own cap taken (expired leases aside)."""
+    prefix = _worker_key("")
+    return {
+        key.removeprefix(prefix)
+        for key in client.scan_iter(match=prefix + "*", count=500)
+        if client.zcount(key, time.time(), "+inf")
+    }
+
+
+def release_silent_workers(
+    beats: dict[str, datetime], silent_since: datetime, client: redis.Redis | None = None
+) -> dict[str, int]:
+    """Free the slots of every worker whose last heartbeat (`beats`) is older than
+    `silent_since`: it stopped beating, so it is dead. Returns the slots freed per worker.
+
+    A holder with no heartbeat at all is left to its lease: the admin's "Run now" holds
+    slots under a name that never beats (and a worker's beat outlives its death by
+    heartbeat.TTL_S, ten sweeps)."""
+    client = client or redis_client()
+    freed = {}
+    for worker in workers_holding_slots(client):
+        if worker in beats and beats[worker] < silent_since:
+            freed[worker] = release_worker_slots(worker, client)
+    return freed
 
 
 class Busy(Exception):
@@ -91,11 +144,11 @@ def request_slot(provider: Provider, worker: str, client: redis.Redis | None = N
     client = client or redis_client()
     per_provider = provider_semaphore(provider)
     per_worker = worker_semaphore(worker, per_provider.lease_s)
-    worker_token = per_worker.acquire(client)
+    worker_token = per_worker.acquire(client, worker)
     if worker_token is None:
         raise Busy("this worker")
     try:
-        provider_token = per_provider.acquire(client)
+        provider_token = per_provider.acquire(client, worker)
         if provider_token is None:
             raise Busy(f"provider {provider.slug}")
         try:

@@ -12,10 +12,11 @@ from __future__ import annotations
 import logging
 import random
 import socket
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import redis
 from celery import shared_task
+from celery.signals import worker_init
 from celery.utils.nodenames import worker_direct
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
@@ -37,6 +38,20 @@ DB_ERRORS = (OperationalError, InterfaceError)
 
 def _worker_name(task) -> str:
     return task.request.hostname or f"celery@{socket.gethostname()}"
+
+
+@worker_init.connect
+def _free_slots_of_a_previous_run(sender, **kwargs) -> None:
+    """A worker starting under a name whose slots are taken restarts after a crash
+    (`make run`'s supervisor, Compose's restart policy): the old process is dead, so its
+    slots are freed now rather than when their leases run out. Before any task is taken."""
+    try:
+        freed = concurrency.release_worker_slots(sender.hostname)
+    except redis.RedisError as exc:
+        log.warning("Could not free the slots of a previous %s (%s)", sender.hostname, exc)
+        return
+    if freed:
+        log.warning("Freed %d slot(s) held by a previous %s that died", freed, sender.hostname)
 
 
 def send_slot(slot: dispatch.Slot) -> None:
@@ -67,7 +82,11 @@ def sweep_dispatched_slots() -> dict:
     recording.drain_spool()  # a spooled run counts as recorded once it is written
     now = datetime.now(UTC)
     try:
-        silent = ledger.silent_workers(heartbeat.read_heartbeats("worker"), now)
+        beats = heartbeat.read_heartbeats("worker")
+        silent = ledger.silent_workers(beats, now)
+        silent_since = now - timedelta(seconds=ledger.WORKER_SILENT_AFTER_S)
+        for worker, freed in concurrency.release_silent_workers(beats, silent_since).items():
+            log.warning("Worker %s stopped sending heartbeats: freed its %d slot(s)", worker, freed)
     except redis.RedisError:
         silent = set()  # no heartbeats to judge by: deadlines alone
     report = ledger.sweep(resend_slot, now, silent)
