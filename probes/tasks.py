@@ -78,19 +78,31 @@ def dispatch_due_probes() -> int:
 
 @shared_task(acks_late=True, ignore_result=True, time_limit=120, soft_time_limit=100)
 def sweep_dispatched_slots() -> dict:
-    """Every minute: settle dispatched slots past their deadline (re-send or report lost)."""
+    """Every minute: settle dispatched slots past their deadline (re-send or report lost),
+    and free the request slots of workers that stopped sending heartbeats."""
     recording.drain_spool()  # a spooled run counts as recorded once it is written
     now = datetime.now(UTC)
     try:
         beats = heartbeat.read_heartbeats("worker")
-        silent = ledger.silent_workers(beats, now)
-        silent_since = now - timedelta(seconds=ledger.WORKER_SILENT_AFTER_S)
-        for worker, freed in concurrency.release_silent_workers(beats, silent_since).items():
-            log.warning("Worker %s stopped sending heartbeats: freed its %d slot(s)", worker, freed)
     except redis.RedisError:
-        silent = set()  # no heartbeats to judge by: deadlines alone
+        beats = None  # no heartbeats to judge by: deadlines and leases alone
+    silent: set[str] = set()
+    if beats is not None:
+        silent = ledger.silent_workers(beats, now)
+        _free_slots_of_silent_workers(beats, now)
     report = ledger.sweep(resend_slot, now, silent)
     return {"done": report.done, "resent": report.resent, "lost": report.lost}
+
+
+def _free_slots_of_silent_workers(beats: dict, now: datetime) -> None:
+    silent_since = now - timedelta(seconds=ledger.WORKER_SILENT_AFTER_S)
+    try:
+        freed = concurrency.release_silent_workers(beats, silent_since)
+    except redis.RedisError as exc:
+        log.warning("Could not free the slots of silent workers (%s); their leases will", exc)
+        return
+    for worker, count in freed.items():
+        log.warning("Worker %s stopped sending heartbeats: freed its %d slot(s)", worker, count)
 
 
 def _settle_quietly(close, *args) -> None:
