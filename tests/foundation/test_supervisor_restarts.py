@@ -16,6 +16,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import psutil
@@ -23,6 +24,7 @@ import psycopg
 import pytest
 from django.conf import settings
 
+from dashboard.devstack.runstate import RunState, write_state
 from dashboard.devstack.supervisor import backoff_s
 from tests.foundation.conftest import ROOT, clean_env
 from tests.foundation.test_devstack import free_port
@@ -181,3 +183,44 @@ def test_a_worker_that_keeps_crashing_stops_everything_with_a_clear_message(make
     ), output
     assert lines[-1].endswith("stopped")
     assert not (run.var / "devstack.json").exists()
+
+
+def restarts_check(client) -> dict | None:
+    checks = client.get("/status?format=json").json()["checks"]
+    return next((c for c in checks if c["name"] == "restarts"), None)
+
+
+@pytest.mark.django_db
+def test_status_warns_of_a_recent_restart_and_keeps_older_ones_as_history(
+    client, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("INFERWATCH_VAR_DIR", str(tmp_path))
+    assert restarts_check(client) is None  # not under `make run`: nothing to say
+
+    now = datetime.now(UTC)
+    state = RunState(supervisor=os.getpid(), started_at=(now - timedelta(days=3)).isoformat())
+    write_state(state)
+    assert restarts_check(client)["state"] == "ok"
+
+    state.record_restart("worker", now - timedelta(hours=30), -9)
+    write_state(state)
+    check = restarts_check(client)
+    assert check["state"] == "ok"  # a day and more ago: history
+    assert check["message"].startswith("worker restarted 1× (last ")
+    assert check["message"].endswith(" UTC, killed by SIGKILL (-9)).")
+
+    state.record_restart("beat", now - timedelta(minutes=2), 1)
+    state.record_restart("worker", now - timedelta(minutes=1), -9)
+    write_state(state)
+    check = restarts_check(client)
+    assert check["state"] == "warn"
+    assert "beat restarted 1× (last " in check["message"]
+    assert "exit code 1" in check["message"]
+    assert "worker restarted 2× (last " in check["message"]
+    assert [d["process"] for d in check["details"]] == ["beat", "worker", "worker"]
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    state.supervisor = gone.pid  # a supervisor that was killed: its file is stale
+    write_state(state)
+    assert restarts_check(client) is None
