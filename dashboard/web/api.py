@@ -7,20 +7,17 @@ providers are described by name, slug and flags, never base URLs, headers or key
 
 from __future__ import annotations
 
-import base64
 import csv
 import io
 from collections.abc import Iterable, Mapping
-from datetime import datetime
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import reverse
-from django.utils.dateparse import parse_datetime
-from django.utils.timezone import is_naive, make_aware
 from django.views.decorators.http import require_safe
 
 from dashboard import queries
 from dashboard.models import ROLLUP_METRICS
+from dashboard.web import params as strict
 from dashboard.web.definitions import PERCENTILES, RUN_FIELDS
 from probes.models import CanonicalModel, Endpoint, ProbeRun, Provider, Workload
 
@@ -65,8 +62,8 @@ RUN_COLUMNS = [
 ]
 
 
-class BadRequest(ValueError):
-    pass
+# One error type for bad input, whichever reader found it.
+BadRequest = strict.BadParameter
 
 
 def _error(message: str) -> JsonResponse:
@@ -187,11 +184,12 @@ def series(request: HttpRequest, csv_suffix: bool = False) -> HttpResponse:
 def _endpoint(value: str | None) -> Endpoint:
     if not value:
         raise BadRequest("The endpoint parameter is required (an endpoint id, see catalog).")
-    if not value.isdigit() or len(value) > 18:
-        raise BadRequest(f"Unknown endpoint {value!r}: an endpoint id is a number.")
-    endpoint = Endpoint.objects.select_related("provider", "canonical_model").filter(pk=value)
+    pk = strict.record_id("endpoint", value)
+    endpoint = Endpoint.objects.select_related("provider", "canonical_model").filter(pk=pk)
     if not endpoint:
-        raise BadRequest(f"Unknown endpoint {value!r}. See /api/v1/catalog for endpoint ids.")
+        raise BadRequest(
+            f"Unknown endpoint {strict.shown(value)}. See /api/v1/catalog for endpoint ids."
+        )
     return endpoint[0]
 
 
@@ -202,35 +200,6 @@ def _r(value: float | None, digits: int = 2) -> float | None:
 # ------------------------------------------------------------------------------ runs
 
 RUN_FILTERS = ["endpoint", "provider", "model", "workload", "region", "status", "since", "until"]
-
-
-def _encode_cursor(run: ProbeRun) -> str:
-    raw = f"{run.started_at.isoformat()}|{run.pk}".encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def _decode_cursor(value: str) -> tuple[datetime, int]:
-    try:
-        raw = base64.urlsafe_b64decode(value + "=" * (-len(value) % 4)).decode()
-        when, pk = raw.split("|")
-        parsed = parse_datetime(when)
-        if parsed is None:
-            raise ValueError
-        if not 0 < int(pk) < 2**63:
-            raise ValueError
-        return parsed, int(pk)
-    except (ValueError, UnicodeDecodeError) as error:
-        raise BadRequest("Invalid cursor: pass back the next_cursor of a previous page.") from error
-
-
-def _when(name: str, value: str) -> datetime:
-    try:
-        parsed = parse_datetime(value)
-    except ValueError:  # well formed but impossible, e.g. month 13
-        parsed = None
-    if parsed is None:
-        raise BadRequest(f"Invalid {name} {value!r}: use ISO 8601, e.g. 2025-01-31T12:00:00Z.")
-    return make_aware(parsed) if is_naive(parsed) else parsed
 
 
 def filter_runs(params: Mapping[str, str]):
@@ -260,9 +229,9 @@ def filter_runs(params: Mapping[str, str]):
     if params.get("status"):
         runs = runs.filter(status=queries.one_of("status", params["status"], queries.STATUS_NAMES))
     if params.get("since"):
-        runs = runs.filter(started_at__gte=_when("since", params["since"]))
+        runs = runs.filter(started_at__gte=strict.instant("since", params["since"]))
     if params.get("until"):
-        runs = runs.filter(started_at__lt=_when("until", params["until"]))
+        runs = runs.filter(started_at__lt=strict.instant("until", params["until"]))
     # Sort by started_at then id: the run_recent_idx index serves it, and ties are stable.
     return runs.order_by("-started_at", "-id")
 
@@ -270,9 +239,7 @@ def filter_runs(params: Mapping[str, str]):
 def _limit(value: str | None) -> int:
     if not value:
         return DEFAULT_LIMIT
-    if not value.isdigit() or not 1 <= int(value) <= MAX_LIMIT:
-        raise BadRequest(f"Invalid limit {value!r}: a whole number from 1 to {MAX_LIMIT}.")
-    return int(value)
+    return strict.whole_number("limit", value, 1, MAX_LIMIT)
 
 
 def run_as_dict(run: ProbeRun) -> dict:
@@ -308,7 +275,7 @@ def runs(request: HttpRequest, csv_suffix: bool = False) -> HttpResponse:
     limit = _limit(request.GET.get("limit"))
     selected = filter_runs(request.GET)
     if request.GET.get("cursor"):
-        when, pk = _decode_cursor(request.GET["cursor"])
+        when, pk = strict.decode_cursor(request.GET["cursor"])
         selected = selected.filter(started_at__lte=when).exclude(started_at=when, id__gte=pk)
     page = list(selected[: limit + 1])
     more = len(page) > limit
@@ -316,7 +283,7 @@ def runs(request: HttpRequest, csv_suffix: bool = False) -> HttpResponse:
     rows = [run_as_dict(run) for run in page]
     if _wants_csv(request, csv_suffix):
         return _csv("runs", RUN_COLUMNS, rows)
-    next_cursor = _encode_cursor(page[-1]) if more else None
+    next_cursor = strict.encode_cursor(page[-1].started_at, page[-1].pk) if more else None
     next_url = None
     if next_cursor:
         params = request.GET.copy()
