@@ -86,12 +86,27 @@ def _wants_csv(request: HttpRequest, csv_suffix: bool) -> bool:
     return csv_suffix or request.GET.get("format") == "csv"
 
 
+# A spreadsheet runs a cell starting with one of these as a formula (OWASP "CSV
+# injection"), and provider error texts, model ids and labels are not ours to trust.
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value):
+    """A value as a CSV cell: text that a spreadsheet would run gets a leading quote.
+    Numbers we emit stay numbers (a negative figure is data, not a formula)."""
+    if value is None:
+        return ""
+    if isinstance(value, str) and value.startswith(_FORMULA_STARTS):
+        return "'" + value
+    return value
+
+
 def _csv(name: str, columns: list[str], rows: Iterable[Mapping]) -> HttpResponse:
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=columns, extrasaction="ignore")
     writer.writeheader()
     for row in rows:
-        writer.writerow({k: "" if row.get(k) is None else row.get(k) for k in columns})
+        writer.writerow({k: csv_cell(row.get(k)) for k in columns})
     response = HttpResponse(buffer.getvalue(), content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{name}.csv"'
     return response
