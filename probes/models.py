@@ -1,6 +1,6 @@
 """The catalog (what we probe) and the raw measurements (ProbeRun).
 
-Metric field names on ProbeRun are exactly those of shared/metrics.md; null means
+Metric field names on ProbeRun are exactly those of the methodology (/methodology/); null means
 unmeasured, never zero.
 """
 
@@ -414,7 +414,7 @@ STATUSES = [
 
 
 class ProbeRun(models.Model):
-    """One request and its measurement, per shared/metrics.md."""
+    """One request and its measurement, per the methodology."""
 
     probe = models.ForeignKey(
         Probe, on_delete=models.SET_NULL, null=True, blank=True, related_name="runs"

@@ -1,6 +1,6 @@
 """JSON and CSV under /api/v1/: the same data as the pages, for scripts.
 
-Field names are those of shared/metrics.md, percentiles as suffixes (`output_tps_p50`).
+Field names are those of /methodology/, percentiles as suffixes (`output_tps_p50`).
 Unknown parameters or values answer 400 with a message. Nothing here reads a secret:
 providers are described by name, slug and flags, never base URLs, headers or keys.
 """

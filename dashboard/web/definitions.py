@@ -1,8 +1,8 @@
 """What each number on the pages means, in one place.
 
 The methodology page renders these; every column header, API field description and
-Prometheus help text links to or reuses them, so a definition is written once. Text
-follows shared/metrics.md, the measurement contract.
+Prometheus help text links to or reuses them, so a definition is written once. This is
+the measurement contract's wording in the repository; the engine computes what it defines.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The measurement engine: plain Python, no Django (see shared/metrics.md).
+"""The measurement engine: plain Python, no Django (metrics as defined on /methodology/).
 
 from probes.engine import ProbeRequest, measure_sync
 result = measure_sync(ProbeRequest(api="openai-chat", base_url=URL, model=ID))

@@ -19,7 +19,7 @@ from .client import measure_sync
 from .request import Limits, ProbeRequest
 from .result import METHODOLOGY_VERSION
 
-# shared/client-accuracy.md: keep a process's total event rate under ~45 % of its flood
+# Measured (README, Benchmarks): keep a process's total event rate under ~45 % of its flood
 # capacity to stay accurate.
 SAFE_FRACTION = 0.45
 

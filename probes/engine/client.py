@@ -1,6 +1,6 @@
 """Stream one request and time what arrives: the lean reader of the measurement engine.
 
-Why it looks the way it does (see shared/client-accuracy.md for the measurements):
+Why it looks the way it does (README, Benchmarks, has the measurements):
 
 * Stamp at the read, parse inline. Each chunk from httpx's raw byte stream is stamped
   with ``perf_counter_ns`` before anything else and fed straight to the SSE parser, which
@@ -405,7 +405,7 @@ class _Measurement:
 
 
 async def measure(req: ProbeRequest) -> RunResult:
-    """Stream ``req`` once and return every metric of shared/metrics.md.
+    """Stream ``req`` once and return every metric of the methodology.
 
     Never raises for a failed measurement: the failure is the result's ``status``.
     """

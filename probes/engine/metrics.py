@@ -1,4 +1,4 @@
-"""Every per-run metric of shared/metrics.md, computed from a recorded stream.
+"""Every per-run metric of the methodology (/methodology/), computed from a recorded stream.
 
 Called once, after the stream has ended (or failed), so the read loop never pays for
 tokenising or sorting. A failed run goes through the same code and keeps whatever was

@@ -1,4 +1,4 @@
-"""One measured run, with every per-run field of shared/metrics.md under its name."""
+"""One measured run, with every per-run field of the methodology under its name."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
 
-# Bump on any change to a definition in shared/metrics.md or to how we apply it.
+# Bump on any change to a definition of /methodology/ or to how we apply it.
 METHODOLOGY_VERSION = 1
 
 # Runs with fewer output tokens keep their TTFT but are flagged short_output.

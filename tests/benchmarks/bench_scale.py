@@ -8,7 +8,7 @@ Uses its own database (BENCH_DATABASE_URL, default
 postgresql://postgres@127.0.0.1:5432/inferwatch_bench), created and migrated if absent.
 The synthetic history (`generate_history`) is generated there once; an interrupted
 generation resumes on the next run. Prints timings side by side, rollups vs raw runs;
-never asserts (see shared/style.md: benchmarks are not timed tests).
+never asserts (benchmarks are not timed tests).
 
 Targets (issue 4): leaderboard ≤ 100 ms and a 90-day series ≤ 150 ms at 10 M runs, and
 1,000 enabled probes started on time (median delay < 2 s) by one worker.

@@ -21,7 +21,7 @@ from .replay import FIXTURES, ReplayServer
 @pytest.fixture(scope="session")
 def replay() -> Iterator[ReplayServer]:
     if not FIXTURES.is_dir():
-        pytest.fail(f"SSE fixtures not found at {FIXTURES} (shared/ must sit beside the repo)")
+        pytest.fail(f"SSE fixtures not found at {FIXTURES} (they belong to the repository)")
     server = ReplayServer()
     yield server
     server.stop()

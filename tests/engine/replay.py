@@ -14,7 +14,7 @@ import socketserver
 import threading
 from pathlib import Path
 
-FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "sse"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sse"
 
 
 def split(body: bytes, mode: str) -> list[bytes]:

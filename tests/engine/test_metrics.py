@@ -1,4 +1,4 @@
-"""Metric definitions of shared/metrics.md, checked on hand-built timelines."""
+"""Metric definitions of the methodology (/methodology/), checked on hand-built timelines."""
 
 from __future__ import annotations
 

@@ -30,7 +30,7 @@ _TABLE = (
 class Command(BaseCommand):
     help = (
         "Measure streaming speed of any OpenAI- or Anthropic-compatible endpoint: one JSON "
-        "object per run with --json (fields as in shared/metrics.md), a table otherwise. "
+        "object per run with --json (fields as on /methodology/), a table otherwise. "
         "A failed measurement is a result with its status (exit 0)."
     )
 
