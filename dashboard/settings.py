@@ -7,6 +7,7 @@ the defaults: `production` (the default: DEBUG off, SECRET_KEY required), `devel
 
 from __future__ import annotations
 
+import os
 import re
 import secrets
 from pathlib import Path
@@ -47,6 +48,11 @@ def _secret_key() -> str:
         if PRODUCTION and (len(key) < 50 or key.startswith("django-insecure")):
             raise ImproperlyConfigured("SECRET_KEY must be a random string of 50+ characters")
         return key
+    if PRODUCTION and os.environ.get("INFERWATCH_SECRETLESS_COMMAND"):
+        # Set by manage.py for commands that sign and decrypt nothing (measure,
+        # simulate_provider): not a setting. Django refuses an empty key wherever one
+        # would be used, so nothing can quietly run on it.
+        return ""
     if PRODUCTION:
         raise ImproperlyConfigured(
             "SECRET_KEY is not set (required with INFERWATCH_ENV=production); "
