@@ -6,6 +6,7 @@ value stops the process with one clear line instead of being guessed at.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -104,6 +105,21 @@ def env_secret_list(name: str, environ: Mapping[str, str] | None = None) -> list
     (one per line or comma-separated): the old keys kept for rotation."""
     text = env_secret(name, "", environ)
     return [item.strip() for item in text.replace("\n", ",").split(",") if item.strip()]
+
+
+def env_ip_networks(
+    name: str, environ: Mapping[str, str] | None = None
+) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
+    """Comma-separated addresses or networks (`10.0.0.5`, `172.16.0.0/12`, `::1`)."""
+    networks = []
+    for item in env_list(name, [], environ):
+        try:
+            networks.append(ipaddress.ip_network(item, strict=False))
+        except ValueError:
+            raise ImproperlyConfigured(
+                f"{name}: {item!r} is not an IP address or network (e.g. 172.16.0.0/12)"
+            ) from None
+    return networks
 
 
 def env_database_url(name: str, default: str, environ: Mapping[str, str] | None = None) -> dict:

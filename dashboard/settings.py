@@ -19,6 +19,7 @@ from dashboard.env import (
     env_database_url,
     env_float,
     env_int,
+    env_ip_networks,
     env_list,
     env_redis_url,
     env_secret,
@@ -112,6 +113,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "dashboard.middleware.ForwardedProtoFromTrustedProxies",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -146,6 +148,9 @@ DATABASES = {
     "default": env_database_url("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/inferwatch")
 }
 # Lets several checkouts (or parallel test sessions) share one Postgres server.
+# The password apart from the URL, so it can come from a file (Docker secrets).
+if env_secret("DATABASE_PASSWORD"):
+    DATABASES["default"]["PASSWORD"] = env_secret("DATABASE_PASSWORD")
 if env_str("DATABASE_TEST_NAME"):
     DATABASES["default"]["TEST"] = {"NAME": env_str("DATABASE_TEST_NAME")}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -183,8 +188,13 @@ FORMS_URLFIELD_ASSUME_HTTPS = True
 SESSION_COOKIE_HTTPONLY = True
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
-if PRODUCTION:
+# X-Forwarded-Proto says "this came over HTTPS" and anyone can send it: it is believed only
+# from these addresses or networks (the TLS proxy), and stripped from every other request
+# by dashboard.middleware.ForwardedProtoFromTrustedProxies. Empty: never believed.
+TRUSTED_PROXIES = env_ip_networks("TRUSTED_PROXIES")
+if TRUSTED_PROXIES:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+if PRODUCTION:
     SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", True)
     SESSION_COOKIE_SECURE = True
     CSRF_COOKIE_SECURE = True
@@ -245,6 +255,9 @@ if SITE_URL and not SITE_URL.startswith(("http://", "https://")):
 
 # Pages: public read-only by default; REQUIRE_LOGIN=true for private deployments.
 REQUIRE_LOGIN = env_bool("REQUIRE_LOGIN", False)
+# With REQUIRE_LOGIN, Prometheus scrapes /metrics with `Authorization: Bearer <token>`.
+# Empty: /metrics needs a login like every page.
+METRICS_BEARER_TOKEN = env_secret("METRICS_BEARER_TOKEN")
 
 LOGGING = {
     "version": 1,

@@ -2,12 +2,28 @@
 
 from __future__ import annotations
 
+from django.conf import settings
+from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.template.loader import select_template
 from django.views.decorators.cache import never_cache
 
-from dashboard.status.checks import FAIL, as_dict, run_checks
+from dashboard.status.checks import FAIL, OK, as_dict, run_checks
+
+
+def _may_see_details(request: HttpRequest) -> bool:
+    """Everyone on a public site; with REQUIRE_LOGIN, staff only (the details name hosts,
+    queues and workers). Anonymous monitors still get ok / fail and the status code."""
+    if not settings.REQUIRE_LOGIN:
+        return True
+    # No session cookie, no session lookup: /status must answer when the database is down.
+    if settings.SESSION_COOKIE_NAME not in request.COOKIES:
+        return False
+    try:
+        return request.user.is_active and request.user.is_staff
+    except DatabaseError:
+        return False
 
 
 @never_cache
@@ -15,6 +31,8 @@ def status(request: HttpRequest, as_json: bool = False) -> HttpResponse:
     report = as_dict(run_checks())
     # 503 lets load balancers and uptime monitors see a failure without parsing the body.
     code = 503 if report["status"] == FAIL else 200
+    if not _may_see_details(request):
+        report = {"status": FAIL if code == 503 else OK, "checked_at": report["checked_at"]}
     if as_json or request.GET.get("format") == "json":
         response = JsonResponse(report, status=code)
     else:
