@@ -12,6 +12,8 @@ import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from django.conf import settings
+
 from probes import concurrency, recording
 from probes.engine import Limits, Prices, ProbeRequest, RunResult, measure_sync
 from probes.models import Price, Probe, ProbeRun
@@ -67,6 +69,7 @@ def build_request(
             total_s=min(provider.total_timeout_s, max_total_s or provider.total_timeout_s),
         ),
         prices=prices,
+        min_speed_tokens=settings.MIN_SPEED_TOKENS,
     )
 
 

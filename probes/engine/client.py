@@ -368,6 +368,7 @@ class _Measurement:
             prices=self.req.prices,
             include_text=self.req.include_text,
             counts=counts,
+            min_speed_tokens=self.req.min_speed_tokens,
         )
         if result.stream is not None:
             result.stream["incomplete_event_discarded"] = self.parser.incomplete_event_discarded

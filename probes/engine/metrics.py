@@ -44,6 +44,7 @@ def fill_metrics(
     prices: Prices | None,
     include_text: bool,
     counts: tokens.Counts | None = None,
+    min_speed_tokens: int = MIN_SPEED_TOKENS,
 ) -> None:
     """Fill ``result``'s metric fields from the recorder's timeline.
 
@@ -96,7 +97,7 @@ def fill_metrics(
     # Speed ---------------------------------------------------------------------------
     out_tokens = result.output_tokens
     if out_tokens is not None:
-        result.short_output = out_tokens < MIN_SPEED_TOKENS
+        result.short_output = out_tokens < min_speed_tokens
         if n_out:
             result.tokens_per_event = round(out_tokens / n_out, 4)
         if result.e2e_ms:

@@ -7,6 +7,8 @@ from typing import Any
 
 import orjson
 
+from .result import MIN_SPEED_TOKENS
+
 APIS = ("openai-chat", "anthropic-messages", "openai-responses")
 ANTHROPIC_VERSION = "2023-06-01"
 
@@ -51,6 +53,9 @@ class ProbeRequest:
     prices: Prices | None = None
     warm: bool = True
     include_text: bool = False
+    # Fewer output tokens than this: the run keeps its TTFT but is flagged short_output
+    # (the observatory passes its MIN_SPEED_TOKENS setting).
+    min_speed_tokens: int = MIN_SPEED_TOKENS
 
     def __post_init__(self) -> None:
         if self.api not in APIS:
