@@ -29,5 +29,15 @@
     document.querySelectorAll("[data-figure]").forEach(function (el) { delete el.dataset.drawn; });
     draw(document);
   });
+  // htmx keeps a copy of the page for the back button. plotly's drawing is full of style
+  // attributes, which the Content-Security-Policy refuses when that copy is parsed back:
+  // keep the copy free of them (every chart is drawn again from its JSON after the swap).
+  document.addEventListener("htmx:beforeHistorySave", function () {
+    document.querySelectorAll("[data-figure]").forEach(function (el) {
+      if (el._fullLayout && typeof Plotly !== "undefined") Plotly.purge(el);
+      el.innerHTML = "";
+      delete el.dataset.drawn;
+    });
+  });
   window.inferwatchDrawCharts = draw;
 })();
