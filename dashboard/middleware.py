@@ -77,7 +77,7 @@ class ContentSecurityPolicy:
     """Send settings.CONTENT_SECURITY_POLICY with every response (Django 5.2 has no CSP).
 
     The pages load scripts and styles from our own static files only, so an injected
-    <script> or inline handler would not run even if escaping ever failed.
+    script element or inline handler would not run even if escaping ever failed.
     """
 
     def __init__(self, get_response):

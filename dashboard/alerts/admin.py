@@ -68,6 +68,10 @@ class ChannelAdmin(admin.ModelAdmin):
     readonly_fields = ["target", "disabled_reason", "last_error", "last_error_at", "created"]
     actions = ["send_test_notification"]
 
+    class Media:
+        # The status colours: a stylesheet, as the Content-Security-Policy refuses inline styles.
+        css = {"all": ["css/admin.css"]}
+
     def get_queryset(self, request):
         return super().get_queryset(request).annotate(n_rules=Count("rules"))
 
@@ -78,9 +82,9 @@ class ChannelAdmin(admin.ModelAdmin):
     @admin.display(description="status")
     def health(self, obj: Channel) -> str:
         if obj.disabled_reason and not obj.enabled:
-            return format_html('<span style="color:#b00">disabled: {}</span>', obj.disabled_reason)
+            return format_html('<span class="iw-failed">disabled: {}</span>', obj.disabled_reason)
         if obj.last_error:
-            return format_html('<span style="color:#a60">last error: {}</span>', obj.last_error)
+            return format_html('<span class="iw-warning">last error: {}</span>', obj.last_error)
         return "ok"
 
     def save_model(self, request, obj: Channel, form, change: bool) -> None:

@@ -3,7 +3,7 @@
 Run after upgrading django-htmx or plotly: `.venv/bin/python -m dashboard.web.vendor`.
 Pages load these copies only; nothing comes from a CDN, so the site works offline.
 
-plotly.js adds its own stylesheet at run time as an inline <style>, which the site's
+plotly.js adds its own stylesheet at run time as an inline style element, which the site's
 Content-Security-Policy refuses; it skips that when the page already has an element with
 id `plotly.js-style-global` and class `no-inline-styles`. So its rules are extracted here
 into static/vendor/plotly.css, which the chart pages link under that id. Its bundled

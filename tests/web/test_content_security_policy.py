@@ -42,3 +42,12 @@ def test_plotly_styles_are_served_from_a_file_in_step_with_the_bundle():
     head = vendor.PLOTLY_HEAD.read_text()
     assert 'id="plotly.js-style-global" class="no-inline-styles"' in head
     assert f'id="{vendor.maplibre_style_id(bundle)}"' in head
+
+
+def test_html_built_in_python_has_no_inline_style_or_script():
+    for top in ("dashboard", "probes"):
+        for path in (ROOT / top).rglob("*.py"):
+            text = path.read_text()
+            name = path.relative_to(ROOT)
+            assert not re.search(r"""<[a-z][^>]*\sstyle=["']""", text), name
+            assert "<script>" not in text and "<style" not in text, name
