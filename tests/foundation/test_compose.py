@@ -56,7 +56,7 @@ def test_a_second_worker_probes_from_another_region(compose):
 def test_every_setting_is_taken_from_the_environment(compose):
     settings_source = (ROOT / "dashboard" / "settings.py").read_text()
     names = set(re.findall(r'env_\w+\(\s*"([A-Z_]+)"', settings_source)) - NOT_FOR_PRODUCTION
-    secrets = set(re.findall(r'env_secret\(\s*"([A-Z_]+)"', settings_source))
+    secrets = set(re.findall(r'env_secret(?:_list)?\(\s*"([A-Z_]+)"', settings_source))
     environment = compose["services"]["web"]["environment"]
     given = {name.removesuffix("_FILE") if name.endswith("_FILE") else name for name in environment}
     assert names - given == set()
@@ -87,7 +87,15 @@ def test_secrets_reach_every_service_as_docker_secrets(compose):
         assert set(files) <= set(declared), service
     # No password or key is interpolated into a plain variable or a URL anywhere.
     text = (ROOT / "docker-compose.yml").read_text()
-    for name in ("SECRET_KEY", "FIELD_ENCRYPTION_KEY", "POSTGRES_PASSWORD", "EMAIL_HOST_PASSWORD"):
+    for name in (
+        "SECRET_KEY",
+        "SECRET_KEY_FALLBACKS",
+        "FIELD_ENCRYPTION_KEY",
+        "FIELD_ENCRYPTION_KEY_FALLBACKS",
+        "POSTGRES_PASSWORD",
+        "EMAIL_HOST_PASSWORD",
+        "METRICS_BEARER_TOKEN",
+    ):
         assert f"${{{name}" not in text, name
         assert declared[name.lower()]["environment"] == name
     web = compose["services"]["web"]["environment"]

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from django.conf import global_settings
 
-from dashboard import devstack
+from dashboard.devstack.prepare import ensure_admin
 from probes.catalog import PROVIDERS
 from tests.foundation.conftest import ROOT, clean_env, run_python
 
@@ -41,7 +41,7 @@ def read_by_settings() -> tuple[set[str], set[str]]:
     """(every variable settings.py reads, those read as secrets, which also take _FILE)."""
     source = SETTINGS.read_text()
     names = set(re.findall(r'env_\w+\(\s*"([A-Z][A-Z0-9_]*)"', source))
-    secrets = set(re.findall(r'env_secret\(\s*"([A-Z][A-Z0-9_]*)"', source))
+    secrets = set(re.findall(r'env_secret(?:_list)?\(\s*"([A-Z][A-Z0-9_]*)"', source))
     return names, secrets
 
 
@@ -73,7 +73,14 @@ DEVELOPMENT = {"INFERWATCH_ENV": "development"}
 EFFECTS = {
     "INFERWATCH_ENV": ("test", DEVELOPMENT, lambda s: s["TESTING"]),
     "SECRET_KEY": ("s" * 60, DEVELOPMENT, lambda s: s["SECRET_KEY"]),
+    "SECRET_KEY_FALLBACKS": ("o" * 60, DEVELOPMENT, lambda s: s["SECRET_KEY_FALLBACKS"]),
     "FIELD_ENCRYPTION_KEY": ("f" * 60, DEVELOPMENT, lambda s: s["FIELD_ENCRYPTION_KEY"]),
+    "FIELD_ENCRYPTION_KEY_FALLBACKS": (
+        "g" * 60,
+        DEVELOPMENT,
+        lambda s: s["FIELD_ENCRYPTION_KEY_FALLBACKS"],
+    ),
+    "PROVIDER_KEY_ENV_ALLOWED": ("IW_*", DEVELOPMENT, lambda s: s["PROVIDER_KEY_ENV_ALLOWED"]),
     "DEBUG": ("true", DEVELOPMENT, lambda s: s["DEBUG"]),
     "ALLOWED_HOSTS": ("a.example", DEVELOPMENT, lambda s: s["ALLOWED_HOSTS"]),
     "CSRF_TRUSTED_ORIGINS": ("https://a.example", DEVELOPMENT, lambda s: s["CSRF_TRUSTED_ORIGINS"]),
@@ -155,7 +162,11 @@ def test_our_own_settings_are_used_by_the_code():
         for path in (ROOT / top).rglob("*.py")
         if path != SETTINGS
     )
-    unused = {name for name in ours - internal if f"settings.{name}" not in code}
+    unused = {
+        name
+        for name in ours - internal
+        if f"settings.{name}" not in code and f'getattr(settings, "{name}"' not in code
+    }
     assert unused == set()
 
 
@@ -163,7 +174,7 @@ def test_make_run_variables_have_their_effect(db, monkeypatch, tmp_path, django_
     monkeypatch.setenv("INFERWATCH_VAR_DIR", str(tmp_path))
     monkeypatch.setenv("ADMIN_USER", "chief")
     monkeypatch.setenv("ADMIN_PASSWORD", "a-long-password")
-    devstack.ensure_admin(lambda line: None)
+    ensure_admin(lambda line: None)
     assert django_user_model.objects.get(username="chief").check_password("a-long-password")
     refused = run_python(
         ["-m", "dashboard.devstack", "run"],
