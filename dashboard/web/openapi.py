@@ -23,6 +23,8 @@ def _param(name: str, description: str, *, enum=None, required=False, schema=Non
     }
 
 
+_TIME = "ISO 8601 {}, e.g. 2025-01-31T12:00:00Z; UTC offsets up to ±15:59, none means UTC."
+_DATE_TIME = {"type": "string", "format": "date-time"}
 _FORMAT = _param("format", "json (default) or csv; or add .csv to the path.", enum=["json", "csv"])
 _ERROR = {
     "description": "Unknown parameter or value; `error` says which values are accepted.",
@@ -152,12 +154,12 @@ def spec(base_url: str) -> dict:
                         _param("workload", "Workload slug."),
                         _param("region", "Probe region."),
                         _param("status", "Run status.", enum=STATUS_MEANINGS),
-                        _param("since", "ISO 8601 start (inclusive)."),
-                        _param("until", "ISO 8601 end (exclusive)."),
+                        _param("since", _TIME.format("start (inclusive)"), schema=_DATE_TIME),
+                        _param("until", _TIME.format("end (exclusive)"), schema=_DATE_TIME),
                         _param(
                             "limit",
                             f"Page size, 1–{api.MAX_LIMIT} (default {api.DEFAULT_LIMIT}).",
-                            schema={"type": "integer"},
+                            schema={"type": "integer", "minimum": 1, "maximum": api.MAX_LIMIT},
                         ),
                         _param("cursor", "next_cursor from the previous page."),
                         _FORMAT,
