@@ -29,7 +29,7 @@ from typing import Any
 
 import httpx
 
-from . import fastread, http_errors, tokens
+from . import bounded, fastread, http_errors, tokens
 from .dialects import StreamRecorder, new_recorder
 from .metrics import fill_metrics, stream_counts
 from .request import ProbeRequest
@@ -133,6 +133,7 @@ class _Measurement:
         self._cpu0 = 0.0
         self._cpu_ms: float | None = None
         self.read_path: str | None = None  # "transport" (fastread) or "aiter_raw"
+        self.warmup_error: str | None = None  # why the warm-up GET was given up
 
     # httpx/httpcore call this at each connection and request phase.
     async def _trace(self, name: str, info: dict[str, Any]) -> None:
@@ -177,15 +178,24 @@ class _Measurement:
         return result
 
     async def _warm_up(self, client: httpx.AsyncClient) -> None:
+        """Open the connection with a cheap GET, bounded in time and bytes: a server that
+        stalls or never ends this answer must not hold the probe (it is not measured)."""
         headers = {k: v for k, v in self.req.headers().items() if k != "content-type"}
+        limits = self.req.limits
         try:
-            response = await client.get(
-                self.req.warmup_url(), headers=headers, extensions={"trace": self._trace}
+            await bounded.bounded_request(
+                client,
+                "GET",
+                self.req.warmup_url(),
+                headers=headers,
+                deadline_s=limits.warmup_s,
+                max_bytes=limits.warmup_max_bytes,
+                extensions={"trace": self._trace},
             )
-            # Close explicitly even on errors so the connection goes back to the pool.
-            await response.aclose()
-        except httpx.HTTPError:
-            pass  # the measured request will meet (and report) the same problem
+        except (httpx.HTTPError, bounded.BoundedError) as exc:
+            # The measured request will meet (and report) any real problem; a given-up
+            # connection only makes it a cold one.
+            self.warmup_error = http_errors.short(f"{type(exc).__name__}: {exc}", 200)
 
     async def _measure(self, client: httpx.AsyncClient) -> None:
         req = self.req
@@ -319,14 +329,11 @@ class _Measurement:
         self.t_end = rec.marker_t if rec.done_seen else perf_counter_ns()
 
     async def _read_limited(self, response: httpx.Response, limit: int) -> bytes:
-        parts: list[bytes] = []
-        size = 0
-        async for chunk in response.aiter_bytes():
-            parts.append(chunk)
-            size += len(chunk)
-            if size >= limit:
-                break
-        return b"".join(parts)[:limit]
+        try:
+            body, _ = await bounded.read_body(response, limit, truncate=True)
+        except bounded.UnreadableBody as exc:
+            return str(exc).encode()
+        return body
 
     async def _read_http_error(self, response: httpx.Response) -> None:
         body = await self._read_limited(response, http_errors.ERROR_BODY_LIMIT)
@@ -375,6 +382,7 @@ class _Measurement:
             # Process CPU from t0 to the end of the read loop (all streams of the process).
             result.stream["client_cpu_ms"] = self._cpu_ms
             result.stream["read_path"] = self.read_path
+            result.stream["warmup_error"] = self.warmup_error
         status, error = self._status()
         result.status = status
         # Some providers and proxies echo the key (or a header token) in their errors:
@@ -418,21 +426,4 @@ def measure_sync(req: ProbeRequest) -> RunResult:
 
     Called from inside a running loop, it runs on a helper thread with its own loop.
     """
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(measure(req))
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["result"] = asyncio.run(measure(req))
-        except BaseException as exc:  # re-raised in the caller's thread
-            box["error"] = exc
-
-    thread = threading.Thread(target=target, name="inferwatch-measure")
-    thread.start()
-    thread.join()
-    if "error" in box:
-        raise box["error"]
-    return box["result"]
+    return bounded.run_sync(lambda: measure(req))

@@ -23,6 +23,10 @@ class Limits:
     total_s: float = 300.0  # t0 -> end of stream -> timeout_total
     max_response_bytes: int = 32 * 1024 * 1024  # body size -> protocol_error
     max_event_bytes: int = 4 * 1024 * 1024  # one SSE event or line -> protocol_error
+    # The warm-up GET (before t0, not measured): given up when it breaks either bound, and
+    # the measured request then opens its own connection (cold_connection).
+    warmup_s: float = 15.0
+    warmup_max_bytes: int = 8 * 1024 * 1024  # a big provider's model list is ~1 MB
 
 
 @dataclass(frozen=True)

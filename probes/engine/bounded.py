@@ -1,0 +1,188 @@
+"""Bounded HTTP requests: one total deadline and a byte limit for every request we make
+to a server we do not control (the warm-up GET, tokenize calls, webhooks).
+
+Per-read timeouts are not enough: a server that sends its headers and then one byte a
+second never trips one, and an endless body grows the process until it dies. So the
+whole exchange (connect, send, headers, body) runs under a single deadline, and the body
+is read raw and counted; a compressed body is inflated with a cap on its output, so a
+decompression bomb stops at the same limit.
+
+Plain Python (httpx + asyncio): usable from the engine, probes and dashboard alike.
+
+    response = await bounded_request(client, "GET", url, deadline_s=5, max_bytes=1 << 20)
+    response = bounded_request_sync("POST", url, json={...}, deadline_s=10, max_bytes=65536)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import zlib
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import httpx
+import orjson
+
+T = TypeVar("T")
+
+
+class BoundedError(Exception):
+    """The request broke one of its bounds; the message says which, in plain words."""
+
+
+class DeadlineExceeded(BoundedError):
+    pass
+
+
+class BodyTooLarge(BoundedError):
+    pass
+
+
+class UnreadableBody(BoundedError):
+    """A content-encoding we did not ask for and cannot inflate safely."""
+
+
+@dataclass(frozen=True)
+class BoundedResponse:
+    status_code: int
+    reason_phrase: str
+    headers: httpx.Headers
+    body: bytes
+    truncated: bool = False  # only with truncate=True: the body was cut at max_bytes
+
+    def json(self) -> Any:
+        return orjson.loads(self.body)
+
+
+class _Inflater:
+    """gzip / zlib inflation that never produces more than it is asked for."""
+
+    def __init__(self) -> None:
+        self._z = zlib.decompressobj(wbits=zlib.MAX_WBITS | 32)  # gzip or zlib header
+
+    def __call__(self, data: bytes, room: int) -> bytes:
+        try:
+            return self._z.decompress(data, room)
+        except zlib.error as exc:
+            raise UnreadableBody(f"compressed body is corrupt: {exc}") from None
+
+
+def _decoder(encoding: str | None) -> Callable[[bytes, int], bytes] | None:
+    encoding = (encoding or "identity").strip().lower()
+    if encoding in ("", "identity"):
+        return None
+    if encoding in ("gzip", "x-gzip", "deflate"):
+        return _Inflater()
+    raise UnreadableBody(f"unsupported content-encoding {encoding[:40]!r}")
+
+
+async def read_body(
+    response: httpx.Response, max_bytes: int, *, truncate: bool = False
+) -> tuple[bytes, bool]:
+    """At most ``max_bytes`` of ``response``'s (decoded) body: (body, truncated).
+
+    Over the limit: BodyTooLarge, or with ``truncate`` the first max_bytes and True.
+    """
+    decode = _decoder(response.headers.get("content-encoding"))
+    parts: list[bytes] = []
+    size = 0
+    async for raw in response.aiter_raw():
+        # Ask for one byte more than the room left: getting it means "over the limit".
+        chunk = decode(raw, max_bytes - size + 1) if decode is not None else raw
+        parts.append(chunk)
+        size += len(chunk)
+        if size > max_bytes:
+            if truncate:
+                return b"".join(parts)[:max_bytes], True
+            raise BodyTooLarge(f"response body larger than {max_bytes} bytes")
+    return b"".join(parts), False
+
+
+async def bounded_request(
+    client: httpx.AsyncClient,
+    method: str,
+    url: str,
+    *,
+    deadline_s: float,
+    max_bytes: int,
+    truncate: bool = False,
+    headers: dict[str, str] | None = None,
+    **kwargs: Any,
+) -> BoundedResponse:
+    """``client.stream(method, url, ...)`` read whole, within ``deadline_s`` in total.
+
+    Raises DeadlineExceeded, BodyTooLarge (unless ``truncate``), UnreadableBody, or
+    httpx.HTTPError for connection and protocol failures.
+    """
+    headers = {"accept-encoding": "identity", **(headers or {})}
+    try:
+        async with asyncio.timeout(deadline_s):
+            async with client.stream(method, url, headers=headers, **kwargs) as response:
+                body, truncated = await read_body(response, max_bytes, truncate=truncate)
+    except TimeoutError:
+        raise DeadlineExceeded(f"no complete response within {deadline_s:g} s") from None
+    return BoundedResponse(
+        status_code=response.status_code,
+        reason_phrase=response.reason_phrase or "",
+        headers=response.headers,
+        body=body,
+        truncated=truncated,
+    )
+
+
+def bounded_request_sync(
+    method: str,
+    url: str,
+    *,
+    deadline_s: float,
+    max_bytes: int,
+    truncate: bool = False,
+    follow_redirects: bool = False,
+    verify: Any = True,
+    **kwargs: Any,
+) -> BoundedResponse:
+    """``bounded_request`` on its own client and event loop, for synchronous callers."""
+
+    async def go() -> BoundedResponse:
+        async with httpx.AsyncClient(
+            follow_redirects=follow_redirects, verify=verify, timeout=httpx.Timeout(deadline_s)
+        ) as client:
+            return await bounded_request(
+                client,
+                method,
+                url,
+                deadline_s=deadline_s,
+                max_bytes=max_bytes,
+                truncate=truncate,
+                **kwargs,
+            )
+
+    return run_sync(go)
+
+
+def run_sync(make: Callable[[], Awaitable[T]]) -> T:
+    """Run the coroutine ``make()`` to completion on a fresh event loop.
+
+    Called from inside a running loop (a test, an async view), it runs on a helper
+    thread with its own loop, and exceptions are re-raised in the caller's thread.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(make())  # type: ignore[arg-type]
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["result"] = asyncio.run(make())  # type: ignore[arg-type]
+        except BaseException as exc:  # re-raised in the caller's thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, name="inferwatch-bounded")
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    return box["result"]
