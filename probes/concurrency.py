@@ -16,6 +16,7 @@ A 429 backs the whole provider off until its `retry-after` has passed
 
 from __future__ import annotations
 
+import math
 import time
 import uuid
 from collections.abc import Iterator
@@ -165,7 +166,11 @@ def request_slot(provider: Provider, worker: str, client: redis.Redis | None = N
 def back_off(provider: Provider, retry_after_s: float | None, now: datetime | None = None) -> None:
     """Hold the provider's probes until its retry-after has passed (never shortens one)."""
     now = now or datetime.now(UTC)
-    wait = DEFAULT_BACKOFF_S if retry_after_s is None else retry_after_s
+    # The engine hands over a finite, clamped retry-after; a caller that does not still
+    # gets the default rather than a NaN that timedelta cannot take.
+    wait = DEFAULT_BACKOFF_S
+    if retry_after_s is not None and math.isfinite(retry_after_s):
+        wait = retry_after_s
     until = now + timedelta(seconds=min(max(wait, 1.0), MAX_BACKOFF_S))
     Provider.objects.filter(pk=provider.pk).exclude(backoff_until__gte=until).update(
         backoff_until=until

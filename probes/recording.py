@@ -21,17 +21,26 @@ from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db import InterfaceError, OperationalError, connection
+from django.db import (
+    DataError,
+    IntegrityError,
+    InterfaceError,
+    OperationalError,
+    connection,
+    transaction,
+)
 
 from dashboard import rollups
 from dashboard.heartbeat import redis_client
-from probes.engine import RunResult
+from probes.engine import RunResult, sanitize
 from probes.models import Price, ProbeRun, WorkerCalibration
 
 log = logging.getLogger(__name__)
 
 SPOOL_KEY = "inferwatch:spool:runs"
+SPOOL_REJECTED_KEY = "inferwatch:spool:runs:rejected"  # kept for a human to look at
 DB_RETRY_FOR_S = 30.0
 
 # RunResult fields stored under the same name on ProbeRun.
@@ -69,7 +78,7 @@ _METRIC_FIELDS = [
 ]
 _TEXT_FIELDS = ["error", "token_source", "finish_reason"]  # blank, not null, when absent
 _FLAG_FIELDS = ["cold_connection", "short_output"]
-_ERROR_MAX = 1000
+_ERROR_MAX = sanitize.ERROR_MAX
 
 
 @dataclass(frozen=True)
@@ -147,7 +156,61 @@ def is_client_bound(result: RunResult, calibration: WorkerCalibration | None) ->
 
 def _insert(fields: dict[str, Any]) -> None:
     # ignore_conflicts: a redelivered slot finds its row already there and adds nothing.
-    ProbeRun.objects.bulk_create([ProbeRun(**fields)], ignore_conflicts=True)
+    # The savepoint keeps a refused row from aborting a caller's transaction.
+    with transaction.atomic():
+        ProbeRun.objects.bulk_create([ProbeRun(**fields)], ignore_conflicts=True)
+
+
+# What a row that cannot be stored raises: the database refusing a value (DataError,
+# IntegrityError), the driver refusing one (NUL in text), Django failing to adapt one
+# (a decimal beyond its digits).
+ROW_ERRORS = (DataError, IntegrityError, ValueError, TypeError, ArithmeticError)
+# The identity of a run: all a protocol_error stand-in keeps of a row that was refused.
+_IDENTITY_FIELDS = (
+    "probe_id",
+    "endpoint_id",
+    "workload_id",
+    "region",
+    "worker",
+    "slot_at",
+    "run_group",
+    "request_index",
+    "started_at",
+    "methodology_version",
+    "price_input_per_m",
+    "price_cached_input_per_m",
+    "price_output_per_m",
+)
+
+
+def refused_row(fields: dict[str, Any], exc: Exception) -> dict[str, Any]:
+    """The stand-in for a run the database refused: its identity, status protocol_error
+    and why, so the slot still ends as one stored run (counted against the provider
+    whose values made it unstorable, never as our lost slot)."""
+    reason = f"{type(exc).__name__}: {exc}"
+    was = fields.get("status") or "?"
+    error = f"the run ({was}) could not be stored, the provider's values were refused: {reason}"
+    stand_in = {name: fields[name] for name in _IDENTITY_FIELDS if name in fields}
+    stand_in.update(
+        status="protocol_error",
+        error=sanitize.clean_text(" ".join(error.split()), sanitize.ERROR_MAX),
+    )
+    return stand_in
+
+
+def _insert_or_stand_in(fields: dict[str, Any]) -> dict[str, Any]:
+    """Insert the run, or its protocol_error stand-in if the row itself is refused.
+
+    Returns what was written. Database outages (OperationalError) pass through.
+    """
+    try:
+        _insert(fields)
+        return fields
+    except ROW_ERRORS as exc:
+        log.warning("Run refused by the database (%s); storing it as protocol_error", exc)
+        stand_in = refused_row(fields, exc)
+        _insert(stand_in)
+        return stand_in
 
 
 def _mark_dirty(fields: dict[str, Any]) -> None:
@@ -169,7 +232,7 @@ def save(fields: dict[str, Any], retry_for_s: float = DB_RETRY_FOR_S) -> str:
     delay = 0.25
     while True:
         try:
-            _insert(fields)
+            fields = _insert_or_stand_in(fields)
             break
         except (OperationalError, InterfaceError) as exc:
             # Drop the broken connection; Django opens a new one on the next query.
@@ -216,8 +279,22 @@ def spool(fields: dict[str, Any]) -> None:
     redis_client().rpush(SPOOL_KEY, _to_json(fields))
 
 
+def _set_aside(client: Any, item: bytes | str, exc: Exception) -> None:
+    """Move a spooled item that can never be written out of the way of the good ones."""
+    log.error("Spooled run cannot be written (%s); moved to %s", exc, SPOOL_REJECTED_KEY)
+    pipe = client.pipeline()
+    pipe.rpush(SPOOL_REJECTED_KEY, item)
+    pipe.lrem(SPOOL_KEY, 1, item)
+    pipe.execute()
+
+
 def drain_spool(limit: int = 1000) -> int:
-    """Write spooled runs to the database; returns how many. Safe to run concurrently."""
+    """Write spooled runs to the database; returns how many. Safe to run concurrently.
+
+    A run the database refuses is written as its protocol_error stand-in; an item that
+    cannot even be read, or whose stand-in is refused too, is set aside (never retried
+    ahead of the runs behind it).
+    """
     try:
         client = redis_client()
         drained = 0
@@ -225,8 +302,14 @@ def drain_spool(limit: int = 1000) -> int:
             item = client.lindex(SPOOL_KEY, 0)
             if item is None:
                 break
-            fields = _from_json(item)
-            _insert(fields)  # idempotent: a twice-drained run is inserted once
+            try:
+                # Idempotent: a twice-drained run is inserted once.
+                fields = _insert_or_stand_in(_from_json(item))
+            except (OperationalError, InterfaceError):
+                raise
+            except (*ROW_ERRORS, KeyError, ValidationError) as exc:
+                _set_aside(client, item, exc)
+                continue
             client.lrem(SPOOL_KEY, 1, item)  # only after the row is in
             _mark_dirty(fields)
             drained += 1

@@ -29,7 +29,7 @@ from typing import Any
 
 import httpx
 
-from . import bounded, fastread, http_errors, tokens
+from . import bounded, fastread, http_errors, sanitize, tokens
 from .dialects import StreamRecorder, new_recorder
 from .metrics import fill_metrics, stream_counts
 from .request import ProbeRequest
@@ -171,7 +171,10 @@ class _Measurement:
                 finally:
                     _reading_add(-1)
             await _until_quiet()
-            counts = await stream_counts(self.rec)
+            try:
+                counts = await stream_counts(self.rec)
+            except Exception:  # odd provider text: _finish meets it again and says so
+                counts = None
         finally:
             _gc_exit()
         self._finish(counts)
@@ -226,6 +229,11 @@ class _Measurement:
             self.failure = ("protocol_error", str(exc))
         except httpx.HTTPError as exc:
             self.failure = self._classify(exc)
+        except Exception as exc:
+            # Whatever else a response made our reader raise (an event no dialect rule
+            # foresaw): the provider's answer broke the protocol; the run still ends.
+            self.failure = ("protocol_error", _unreadable(exc))
+            self.rec.finished = True  # nothing more is parsed from this response
         finally:
             if self._watchdog is not None:
                 self._watchdog.cancel()
@@ -366,17 +374,22 @@ class _Measurement:
         result, rec = self.result, self.rec
         result.connect_ms = self._connect_ms
         result.cold_connection = (not self.req.warm) or self._measured_request_connected
-        fill_metrics(
-            result,
-            rec,
-            self.t0,
-            self.t_end,
-            streamed=self.streamed,
-            prices=self.req.prices,
-            include_text=self.req.include_text,
-            counts=counts,
-            min_speed_tokens=self.req.min_speed_tokens,
-        )
+        try:
+            fill_metrics(
+                result,
+                rec,
+                self.t0,
+                self.t_end,
+                streamed=self.streamed,
+                prices=self.req.prices,
+                include_text=self.req.include_text,
+                counts=counts,
+                min_speed_tokens=self.req.min_speed_tokens,
+            )
+        except Exception as exc:  # provider values no rule foresaw: the run still ends
+            if self.failure is None:
+                self.failure = ("protocol_error", _unreadable(exc))
+            rec.protocol_error = rec.protocol_error or self.failure[1]
         if result.stream is not None:
             result.stream["incomplete_event_discarded"] = self.parser.incomplete_event_discarded
             # Process CPU from t0 to the end of the read loop (all streams of the process).
@@ -394,6 +407,7 @@ class _Measurement:
             result.error = http_errors.redact(result.error, known)
         if result.error_detail is not None:
             result.error_detail = http_errors.redact_object(result.error_detail, known)
+        sanitize.sanitize_result(result)
 
     def _status(self) -> tuple[str, str | None]:
         rec = self.rec
@@ -411,6 +425,10 @@ class _Measurement:
         if self.parser.incomplete_event_discarded:
             return "truncated", "stream ended inside an event"
         return "truncated", "stream ended without its completion marker"
+
+
+def _unreadable(exc: Exception) -> str:
+    return http_errors.short(f"unreadable response ({type(exc).__name__}: {exc})")
 
 
 async def measure(req: ProbeRequest) -> RunResult:

@@ -152,9 +152,13 @@ def _text(value: Any) -> str | None:
     if type(value) is str:
         return value or None
     if isinstance(value, list):  # some servers stream content as [{type, text}]
-        joined = "".join(p.get("text") or "" for p in value if isinstance(p, dict))
+        joined = "".join(_str(p.get("text")) for p in value if type(p) is dict)
         return joined or None
     return None
+
+
+def _str(value: Any) -> str:
+    return value if type(value) is str else ""
 
 
 def _tool_text(calls: Any) -> str | None:
@@ -165,8 +169,8 @@ def _tool_text(calls: Any) -> str | None:
     for call in calls:
         fn = call.get("function") if isinstance(call, dict) else None
         if isinstance(fn, dict):
-            out.append(fn.get("name") or "")
-            out.append(fn.get("arguments") or "")
+            out.append(_str(fn.get("name")))
+            out.append(_str(fn.get("arguments")))
     return "".join(out) or None
 
 
@@ -213,7 +217,7 @@ class OpenAIChat(StreamRecorder):
             choice = choices[0]
             if type(choice) is dict:
                 delta = choice.get("delta")
-                if delta:
+                if delta and type(delta) is dict:
                     content = _text(delta.get("content"))
                     if content is None and delta.get("refusal"):
                         content = _text(delta.get("refusal"))
@@ -232,14 +236,14 @@ class OpenAIChat(StreamRecorder):
         xgroq = obj.get("x_groq")
         if xgroq and type(xgroq) is dict:
             xg_usage = xgroq.get("usage")
-            if xg_usage:
+            if xg_usage and type(xg_usage) is dict:
                 timing = {k: xg_usage[k] for k in _GROQ_TIMING if k in xg_usage}
                 if timing:
                     self.server_timing["x_groq.usage"] = timing
                 if not usage:  # older Groq responses had usage only here
                     usage = xg_usage
             if xgroq.get("id"):
-                self.provider_extra["x_groq_id"] = xgroq["id"]
+                self.provider_extra["x_groq_id"] = str(xgroq["id"])[:200]
         if usage and type(usage) is dict:
             # Several providers send running totals: the last value wins.
             self.usage_events += 1
@@ -274,6 +278,11 @@ class OpenAIChat(StreamRecorder):
         return normalize_openai_usage(self.usage)
 
 
+def _dict(value: Any) -> dict[str, Any]:
+    """A provider's object where one is expected; anything else reads as empty."""
+    return value if type(value) is dict else {}
+
+
 def _int_or_none(value: Any) -> int | None:
     return value if type(value) is int else None
 
@@ -282,8 +291,8 @@ def normalize_openai_usage(usage: dict[str, Any] | None) -> dict[str, Any] | Non
     """OpenAI-style usage -> prompt/completion/total/reasoning/cached tokens and cost."""
     if not usage:
         return None
-    details = usage.get("completion_tokens_details") or {}
-    prompt_details = usage.get("prompt_tokens_details") or {}
+    details = _dict(usage.get("completion_tokens_details"))
+    prompt_details = _dict(usage.get("prompt_tokens_details"))
     cached = prompt_details.get("cached_tokens") if isinstance(prompt_details, dict) else None
     if cached is None:
         cached = usage.get("prompt_cache_hit_tokens")  # DeepSeek
@@ -295,7 +304,7 @@ def normalize_openai_usage(usage: dict[str, Any] | None) -> dict[str, Any] | Non
         "total_tokens": _int_or_none(usage.get("total_tokens")),
         "reasoning_tokens": _int_or_none(reasoning),
         "cached_tokens": _int_or_none(cached),
-        "cost": float(cost) if isinstance(cost, int | float) else None,
+        "cost": float(cost) if type(cost) in (int, float) else None,
     }
 
 
@@ -321,41 +330,40 @@ class AnthropicMessages(StreamRecorder):
             return
         kind = obj.get("type")
         if kind == "content_block_delta":
-            delta = obj.get("delta") or {}
+            delta = _dict(obj.get("delta"))
             dtype = delta.get("type")
             if dtype == "text_delta":
                 text = delta.get("text")
-                if text:
+                if text and type(text) is str:
                     self.answer_parts.append(text)
                     self._output(t, idx, "a", text)
                     return
             elif dtype == "thinking_delta":
                 text = delta.get("thinking")
-                if text:
+                if text and type(text) is str:
                     self.reasoning_parts.append(text)
                     self._output(t, idx, "r", text)
                     return
             elif dtype == "input_json_delta":
                 text = delta.get("partial_json")
-                if text:
+                if text and type(text) is str:
                     self.tool_parts.append(text)
                     self._output(t, idx, "t", text)
                     return
             # signature_delta, citations_delta and empty deltas carry no output.
             self._other(t)
         elif kind == "message_start":
-            message = obj.get("message") or {}
-            usage = message.get("usage")
+            usage = _dict(_dict(obj.get("message")).get("usage"))
             if usage:
                 self.usage_events += 1
                 self.usage = dict(usage)
                 self._provisional_output = _int_or_none(usage.get("output_tokens"))
             self._other(t)
         elif kind == "message_delta":
-            delta = obj.get("delta") or {}
+            delta = _dict(obj.get("delta"))
             if delta.get("stop_reason"):
                 self.finish_reason = delta["stop_reason"]
-            usage = obj.get("usage")
+            usage = _dict(obj.get("usage"))
             if usage:
                 # Cumulative, not additive: overlay the latest values.
                 self.usage_events += 1
@@ -387,7 +395,7 @@ class AnthropicMessages(StreamRecorder):
         prompt = None
         if raw_input is not None:
             prompt = raw_input + (cache_read or 0) + (cache_creation or 0)
-        details = usage.get("output_tokens_details") or {}
+        details = _dict(usage.get("output_tokens_details"))
         completion = _int_or_none(usage.get("output_tokens")) if self._delta_usage_seen else None
         return {
             "prompt_tokens": prompt,
@@ -427,6 +435,8 @@ class OpenAIResponses(StreamRecorder):
             return
         kind = obj.get("type")
         delta = obj.get("delta")
+        if type(delta) is not str:
+            delta = None
         if kind in self._ANSWER and delta:
             self.answer_parts.append(delta)
             self._output(t, idx, "a", delta)
@@ -437,13 +447,13 @@ class OpenAIResponses(StreamRecorder):
             self.tool_parts.append(delta)
             self._output(t, idx, "t", delta)
         elif kind in self._END:
-            response = obj.get("response") or {}
+            response = _dict(obj.get("response"))
             self.final_status = response.get("status")
-            usage = response.get("usage")
+            usage = _dict(response.get("usage"))
             if usage:
                 self.usage_events += 1
                 self.usage = usage
-            incomplete = response.get("incomplete_details") or {}
+            incomplete = _dict(response.get("incomplete_details"))
             self.finish_reason = incomplete.get("reason") or self.final_status
             if kind == "response.failed":
                 self._set_error(response.get("error") or {"message": "response.failed"}, idx, t)
@@ -458,8 +468,8 @@ class OpenAIResponses(StreamRecorder):
         usage = self.usage
         if not usage:
             return None
-        in_details = usage.get("input_tokens_details") or {}
-        out_details = usage.get("output_tokens_details") or {}
+        in_details = _dict(usage.get("input_tokens_details"))
+        out_details = _dict(usage.get("output_tokens_details"))
         return {
             "prompt_tokens": _int_or_none(usage.get("input_tokens")),
             "completion_tokens": _int_or_none(usage.get("output_tokens")),

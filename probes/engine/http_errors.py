@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import datetime as dt
 import email.utils
+import math
 import re
 from typing import Any
 
 import orjson
 
 ERROR_BODY_LIMIT = 64 * 1024
+# A provider asking for a longer wait is asked again after this long (engine/sanitize.py
+# keeps the same bound for the stored value).
+MAX_RETRY_AFTER_S = 86_400.0
 
 
 def status_for_http(code: int) -> str:
@@ -84,32 +88,46 @@ def message_of(obj: Any) -> str | None:
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 
 
+def _sane_seconds(seconds: float) -> float | None:
+    """A provider's wait, clamped to [0, MAX_RETRY_AFTER_S]; nan and inf mean nothing."""
+    if not math.isfinite(seconds):
+        return None
+    return min(max(seconds, 0.0), MAX_RETRY_AFTER_S)
+
+
 def parse_seconds(value: str | None) -> float | None:
-    """'5', '1.5', '8m38.4s', '250ms', RFC 3339 or HTTP-date -> seconds from now."""
+    """'5', '1.5', '8m38.4s', '250ms', RFC 3339 or HTTP-date -> seconds from now.
+
+    Always a finite number within [0, MAX_RETRY_AFTER_S], or None.
+    """
     if value is None:
         return None
     value = value.strip()
     if not value:
         return None
     try:
-        return float(value)
+        return _sane_seconds(float(value))
     except ValueError:
         pass
     parts = _DURATION.findall(value)
     if parts and "".join(n + u for n, u in parts) == value:
         scale = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
-        return round(sum(float(n) * scale[u] for n, u in parts), 6)
+        return _sane_seconds(round(sum(float(n) * scale[u] for n, u in parts), 6))
     when: dt.datetime | None = None
     try:
         when = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
         try:
             when = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, IndexError, OverflowError):
             return None
     if when.tzinfo is None:
         when = when.replace(tzinfo=dt.UTC)
-    return round(max(0.0, (when - dt.datetime.now(dt.UTC)).total_seconds()), 3)
+    try:
+        seconds = (when - dt.datetime.now(dt.UTC)).total_seconds()
+    except OverflowError:
+        return None
+    return _sane_seconds(round(seconds, 3))
 
 
 def retry_after(headers: Any) -> float | None:
@@ -117,9 +135,11 @@ def retry_after(headers: Any) -> float | None:
     ms = headers.get("retry-after-ms")
     if ms is not None:
         try:
-            return float(ms) / 1000.0
+            seconds = _sane_seconds(float(ms) / 1000.0)
         except ValueError:
-            pass
+            seconds = None
+        if seconds is not None:
+            return seconds
     return parse_seconds(headers.get("retry-after"))
 
 

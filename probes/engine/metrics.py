@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from . import tokens
+from . import sanitize, tokens
 from .dialects import StreamRecorder
 from .request import Prices
 from .result import MIN_SPEED_TOKENS, RunResult
@@ -59,8 +59,12 @@ def fill_metrics(
     if counts is None:
         counts = tokens.count_all(rec.pieces, answer_text, reasoning_text, "".join(rec.tool_parts))
     tok = counts.per_entry
-    usage = rec.normalized_usage()
-    result.usage = rec.usage
+    # Provider usage that cannot be true is not used at all (our own count stands in);
+    # the reported object is kept with the reason, for whoever looks at the run.
+    usage, usage_rejected = sanitize.plausible_usage(rec.normalized_usage())
+    result.usage = (
+        rec.usage if usage_rejected is None else {"rejected": usage_rejected, "reported": rec.usage}
+    )
     result.server_timing = rec.server_timing or None
     result.finish_reason = rec.finish_reason
     if include_text:
@@ -163,6 +167,7 @@ def fill_metrics(
         "completion_marker_seen": rec.done_seen,
         "final_status": rec.final_status,
         "usage_normalized": usage,
+        "usage_rejected": usage_rejected,
         "hidden_reasoning": hidden_reasoning,
         **rec.provider_extra,
     }
@@ -179,10 +184,14 @@ async def stream_counts(rec: StreamRecorder) -> tokens.Counts:
 
 
 def _f(value: Any) -> float | None:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
+    """A provider's number (or numeric string); None when absent, odd or not finite."""
+    if isinstance(value, bool):
         return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return number if math.isfinite(number) else None
 
 
 def _s_to_ms(value: Any) -> float | None:
@@ -195,6 +204,8 @@ def fill_server_timing(
 ) -> None:
     """Normalise the provider's own timing to milliseconds (raw object kept as is)."""
     completion = usage.get("completion_tokens") if usage else None
+    # Raw provider objects: anything that is not the documented object is ignored.
+    timing = {k: v for k, v in timing.items() if isinstance(v, dict)}
     seconds = timing.get("x_groq.usage") or timing.get("time_info")
     if seconds:  # Groq x_groq.usage and Cerebras time_info: seconds
         result.server_queue_ms = _s_to_ms(seconds.get("queue_time"))
