@@ -36,6 +36,7 @@ class SlotOutcome:
     results: list[RunResult]
     already_recorded: int = 0
     spooled: int = 0
+    run_group: uuid.UUID | None = None  # the stored runs' group (ProbeRun.run_group)
 
 
 def build_request(
@@ -118,8 +119,8 @@ def run_slot(
                 "request_index", flat=True
             )
         )
-    outcome = SlotOutcome(results=[], already_recorded=len(done))
     group = run_group_for(probe.pk, slot_at)
+    outcome = SlotOutcome(results=[], already_recorded=len(done), run_group=group)
     ceiling = recording.latest_calibration(worker)
     key = provider.resolve_key()
     for index in range(probe.workload.requests):
