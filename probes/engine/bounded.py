@@ -170,7 +170,10 @@ def run_sync(make: Callable[[], Awaitable[T]]) -> T:
     """
     try:
         asyncio.get_running_loop()
+        in_a_loop = True
     except RuntimeError:
+        in_a_loop = False
+    if not in_a_loop:  # (outside the except block: its errors are not chained to this one)
         return asyncio.run(make())  # type: ignore[arg-type]
     box: dict[str, Any] = {}
 

@@ -96,7 +96,12 @@ def clean_json(value: Any, depth: int = 0) -> Any:
     if isinstance(value, str):
         return clean_text(value, JSON_MAX_STRING)
     if isinstance(value, int):
-        return value
+        if -(2**63) <= value < 2**64:
+            return value
+        try:  # beyond 64 bits: as a float, the way most JSON readers would take it
+            return float(value)
+        except OverflowError:
+            return None
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if depth >= JSON_MAX_DEPTH:
