@@ -7,12 +7,14 @@ protocol_error stand-in, and a poison row never blocks the Redis spool.
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
 from datetime import UTC, datetime, timedelta
 
 import orjson
 import pytest
+from django.db import connection
 
 from probes import recording, runner
 from probes.engine import RunResult, sanitize
@@ -219,3 +221,19 @@ def test_the_engines_limits_are_the_columns_limits():
     assert field("cost_usd").max_digits - field("cost_usd").decimal_places > math.log10(
         sanitize.MAX_COST_USD
     )
+
+
+def test_non_finite_numbers_stored_before_the_fix_become_null(probe, client):
+    migration = importlib.import_module("probes.migrations.0003_runs_without_non_finite_numbers")
+    fields = recording.run_fields(poison_result(), context(probe))
+    ProbeRun.objects.bulk_create(
+        [ProbeRun(**fields | {"retry_after_s": math.nan, "server_queue_ms": -math.inf})]
+    )
+    assert "NaN" in client.get("/api/v1/runs").content.decode()  # what an old row did
+
+    with connection.cursor() as cursor:
+        cursor.execute(migration.NULL_NON_FINITE)
+
+    run = ProbeRun.objects.get()
+    assert (run.retry_after_s, run.server_queue_ms, run.ttft_ms) == (None, None, 12.0)
+    strict_json(client.get("/api/v1/runs").content.decode())
