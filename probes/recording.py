@@ -99,13 +99,9 @@ class RunContext:
     ceiling: WorkerCalibration | None = None
 
 
-def run_fields(result: RunResult, ctx: RunContext) -> dict[str, Any]:
-    """The ProbeRun column values for one measured request."""
-    fields: dict[str, Any] = {name: getattr(result, name) for name in _METRIC_FIELDS}
-    fields.update({name: (getattr(result, name) or "") for name in _TEXT_FIELDS})
-    fields.update({name: bool(getattr(result, name)) for name in _FLAG_FIELDS})
-    fields["error"] = fields["error"][:_ERROR_MAX]
-    fields.update(
+def run_identity(result: RunResult, ctx: RunContext) -> dict[str, Any]:
+    """The columns that say which run this is (and its price), whatever it measured."""
+    fields: dict[str, Any] = dict(
         probe_id=ctx.probe_id,
         endpoint_id=ctx.endpoint_id,
         workload_id=ctx.workload_id,
@@ -115,11 +111,7 @@ def run_fields(result: RunResult, ctx: RunContext) -> dict[str, Any]:
         run_group=ctx.run_group or uuid.uuid4(),
         request_index=ctx.request_index,
         started_at=result.started_at or datetime.now(UTC),
-        status=result.status,
         methodology_version=str(result.methodology_version),
-        cost_usd=_decimal(result.cost_usd),
-        provider_cost_usd=_decimal(result.provider_cost_usd),
-        client_bound=is_client_bound(result, ctx.ceiling),
     )
     if ctx.price is not None:
         fields.update(
@@ -127,6 +119,22 @@ def run_fields(result: RunResult, ctx: RunContext) -> dict[str, Any]:
             price_cached_input_per_m=ctx.price.cached_input_per_m,
             price_output_per_m=ctx.price.output_per_m,
         )
+    return fields
+
+
+def run_fields(result: RunResult, ctx: RunContext) -> dict[str, Any]:
+    """The ProbeRun column values for one measured request."""
+    fields: dict[str, Any] = {name: getattr(result, name) for name in _METRIC_FIELDS}
+    fields.update({name: (getattr(result, name) or "") for name in _TEXT_FIELDS})
+    fields.update({name: bool(getattr(result, name)) for name in _FLAG_FIELDS})
+    fields["error"] = fields["error"][:_ERROR_MAX]
+    fields.update(run_identity(result, ctx))
+    fields.update(
+        status=result.status,
+        cost_usd=_decimal(result.cost_usd),
+        provider_cost_usd=_decimal(result.provider_cost_usd),
+        client_bound=is_client_bound(result, ctx.ceiling),
+    )
     return fields
 
 
@@ -250,7 +258,11 @@ def save(fields: dict[str, Any], retry_for_s: float = DB_RETRY_FOR_S) -> str:
 
 
 def record(result: RunResult, ctx: RunContext, retry_for_s: float = DB_RETRY_FOR_S) -> str:
-    return save(run_fields(result, ctx), retry_for_s)
+    try:
+        fields = run_fields(result, ctx)
+    except ROW_ERRORS as exc:  # a value that cannot even become a column value
+        fields = refused_row(run_identity(result, ctx) | {"status": result.status}, exc)
+    return save(fields, retry_for_s)
 
 
 # -- the spool ------------------------------------------------------------------------------

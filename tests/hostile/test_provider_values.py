@@ -183,8 +183,19 @@ def context(probe, index: int = 0) -> recording.RunContext:
         {"output_tokens": 2**40},
         {"input_tokens": -5},
         {"usage": {"k": "\x00"}},
+        {"cost_usd": "1e20"},
+        {"output_tps": "fast"},
     ],
-    ids=["cost", "finish_reason", "nul", "huge_int", "negative", "nul_in_json"],
+    ids=[
+        "cost",
+        "finish_reason",
+        "nul",
+        "huge_int",
+        "negative",
+        "nul_in_json",
+        "str",
+        "not_a_float",
+    ],
 )
 def test_a_row_the_database_refuses_is_stored_as_protocol_error(probe, bad):
     # Past the engine's edge (which cleans all of these): recording's own last line.
