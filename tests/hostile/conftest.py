@@ -11,12 +11,11 @@ from datetime import date
 from decimal import Decimal
 
 import pytest
-import redis
 
-from dashboard.heartbeat import redis_client
 from probes.engine import tokens
 from probes.models import CanonicalModel, Endpoint, Price, Probe, Provider, Workload
 from tests.engine.hostile import HostileServer
+from tests.scheduling.conftest import clean_redis  # noqa: F401 (autouse: this Redis DB, emptied)
 
 
 @pytest.fixture(scope="session")
@@ -25,14 +24,6 @@ def server() -> Iterator[HostileServer]:
     s = HostileServer()
     yield s
     s.stop()
-
-
-@pytest.fixture(autouse=True)
-def clean_redis() -> Iterator[redis.Redis]:
-    client = redis_client()
-    client.flushdb()
-    yield client
-    client.flushdb()
 
 
 @pytest.fixture
