@@ -398,6 +398,9 @@ class _Measurement:
             result.stream["warmup_error"] = self.warmup_error
         status, error = self._status()
         result.status = status
+        if error is not None and self.warmup_error is not None:
+            # The same server already failed the warm-up: say so next to the failure.
+            error = f"{error} (warm-up GET given up: {self.warmup_error})"
         # Some providers and proxies echo the key (or a header token) in their errors:
         # nothing we return, store or print contains it.
         known = [self.req.api_key or "", *self.req.extra_headers.values()]

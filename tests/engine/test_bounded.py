@@ -94,6 +94,18 @@ def test_a_measured_request_that_trickles_ends_at_its_total_limit(server):
     assert result.e2e_ms < 2500
 
 
+def test_a_server_that_hangs_every_request_ends_with_a_clear_status(server):
+    server.on_get = server.on_post = hostile.headers_then_silence
+    limits = Limits(connect_s=1, first_token_s=1, stall_s=1, total_s=2, warmup_s=0.5)
+
+    result = measure_within(server, limits, wait_s=8)
+
+    assert result.status == "timeout_first_token"
+    assert "warm-up GET given up: DeadlineExceeded: no complete response within 0.5 s" in (
+        result.error
+    )
+
+
 # -- the helper itself ---------------------------------------------------------------------
 
 
