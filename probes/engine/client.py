@@ -387,9 +387,7 @@ class _Measurement:
                 min_speed_tokens=self.req.min_speed_tokens,
             )
         except Exception as exc:  # provider values no rule foresaw: the run still ends
-            if self.failure is None:
-                self.failure = ("protocol_error", _unreadable(exc))
-            rec.protocol_error = rec.protocol_error or self.failure[1]
+            rec.protocol_error = rec.protocol_error or _unreadable(exc)
         if result.stream is not None:
             result.stream["incomplete_event_discarded"] = self.parser.incomplete_event_discarded
             # Process CPU from t0 to the end of the read loop (all streams of the process).
