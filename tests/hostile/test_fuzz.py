@@ -112,7 +112,9 @@ def _anthropic_event(draw) -> object:
     if kind == "message_delta":
         return {
             "type": kind,
-            "delta": draw(st.one_of(st.fixed_dictionaries({"stop_reason": finish_reasons}))),
+            "delta": draw(
+                st.one_of(st.fixed_dictionaries({"stop_reason": finish_reasons}), json_values)
+            ),
             "usage": draw(st.one_of(usage_like, json_values)),
         }
     if kind in ("ping", "error"):
@@ -163,7 +165,7 @@ header_values = st.one_of(
             "2999-01-01T00:00:00Z",
             "",
         ]
-    ),  # fmt: skip
+    ),
     st.text(st.characters(min_codepoint=32, max_codepoint=126), max_size=20),
 )
 content_types = st.sampled_from(
