@@ -677,6 +677,8 @@ class Row:
     blended_price: Decimal | None
     claims: list[ClaimVsMeasured]
     sparkline: list[Point]
+    # The workload cannot fit the endpoint's context: shown greyed, never measured.
+    not_applicable: bool = False
 
     @property
     def provider(self):
@@ -735,6 +737,7 @@ class Row:
             "model": e.canonical_model.slug,
             "model_name": e.canonical_model.name,
             "model_id": e.model_id,
+            "not_applicable": self.not_applicable,
         }
         for metric in ROLLUP_METRICS:
             for q, value in self.agg.percentiles(metric).items():
@@ -827,16 +830,23 @@ def leaderboard(filters: Filters, now: datetime | None = None) -> Leaderboard:
     scope = _scope(model_endpoints, workload, filters.region)
     figures = window_figures(filters.window, scope, filters.region, now)
 
-    # Endpoints probed for this workload but silent in the window still get a row: an
-    # empty row says "probed, no data", which is news in itself.
-    # Catalog endpoints of providers without a key (disabled) are left out: rows of
-    # "never" for every vendor nobody configured would bury the measured ones.
+    # The board is what is probed now: endpoints with an active probe for this workload,
+    # silent ones included (an empty row says "probed, no data", which is news in
+    # itself). A series whose probe was disabled or deleted leaves the board: its
+    # history stays on the endpoint and model pages. Catalog endpoints of providers
+    # without a key (disabled) are left out too.
     probed = Probe.objects.active().filter(workload=workload)
+    # Endpoints whose context cannot hold the workload: one greyed "not applicable" row.
+    too_small = Endpoint.objects.filter(enabled=True, provider__enabled=True).too_small_for(
+        workload
+    )
     if model_endpoints is not None:
         probed = probed.filter(endpoint_id__in=model_endpoints)
+        too_small = too_small.filter(pk__in=model_endpoints)
     if filters.region != ALL:
         probed = probed.filter(region=filters.region)
-    shown_ids = set(figures.totals) | set(probed.values_list("endpoint_id", flat=True))
+    not_applicable = set(too_small.values_list("pk", flat=True))
+    shown_ids = set(probed.values_list("endpoint_id", flat=True)) | not_applicable
     # Only the endpoints shown: a catalog may hold many more than one workload probes.
     shown = list(
         Endpoint.objects.select_related("provider", "canonical_model").filter(pk__in=shown_ids)
@@ -845,6 +855,8 @@ def leaderboard(filters: Filters, now: datetime | None = None) -> Leaderboard:
     claims = claims_for(shown)
     rows = []
     for e in shown:
+        if e.pk in not_applicable:
+            continue
         agg = figures.totals.get(e.pk, Agg())
         rows.append(
             Row(
@@ -856,6 +868,10 @@ def leaderboard(filters: Filters, now: datetime | None = None) -> Leaderboard:
             )
         )
     rows = sort_rows(rows, filters.sort_key, filters.descending)
+    greyed = [
+        Row(e, Agg(), None, [], [], not_applicable=True) for e in shown if e.pk in not_applicable
+    ]
+    rows += sorted(greyed, key=lambda r: r.sort_value("provider"))
     return Leaderboard(filters, rows, start, now, workload)
 
 

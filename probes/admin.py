@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from django import forms
 from django.conf import settings
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.db.models import Count
 from django.http import HttpRequest
+from django.urls import path
 
-from probes import admin_actions
+from probes import admin_actions, admin_add_endpoint, onboarding
 from probes.models import (
     CanonicalModel,
     Claim,
@@ -84,6 +86,11 @@ class ProviderForm(forms.ModelForm):
 
     def clean(self) -> dict:
         data = super().clean()
+        keyless = not (data.get("api_key") or data.get("api_key_env") or self.instance.pk)
+        if keyless and data.get("base_url") and onboarding.is_local(data["base_url"]):
+            # A new local server with no key given is keyless (llama.cpp, vLLM, Ollama):
+            # "requires key" would keep it from ever being probed.
+            data["requires_key"] = False
         if data.get("api_key") and data.get("forget_api_key"):
             raise forms.ValidationError(
                 "Either enter a new key or forget the stored one, not both."
@@ -105,8 +112,9 @@ class ProviderForm(forms.ModelForm):
 
 class EndpointInline(admin.TabularInline):
     model = Endpoint
-    fields = ["model_id", "canonical_model", "enabled"]
-    extra = 0
+    fields = ["model_id", "canonical_model", "context_tokens", "enabled"]
+    # One empty row: a provider is added with its first endpoint, in one form.
+    extra = 1
     show_change_link = True
 
 
@@ -151,6 +159,25 @@ class ProviderAdmin(admin.ModelAdmin):
     ]
     # Operator actions live in probes/admin_actions.py.
     actions: list = [admin_actions.test_connection]
+    change_list_template = "admin/probes/provider/change_list.html"
+
+    def get_urls(self):
+        add_endpoint = self.admin_site.admin_view(
+            lambda request: admin_add_endpoint.add_endpoint_view(self, request)
+        )
+        own = [path("add-endpoint/", add_endpoint, name="probes_provider_add_endpoint")]
+        return own + super().get_urls()
+
+    def save_related(self, request: HttpRequest, form, formsets, change: bool) -> None:
+        super().save_related(request, form, formsets, change)
+        unprobed = form.instance.endpoints.filter(probes__isnull=True)
+        for endpoint in unprobed:
+            self.message_user(
+                request,
+                f"{endpoint.model_id} has no probes: nothing measures it. Add probes under "
+                'Probes, or use "Add an endpoint" which proposes them.',
+                messages.WARNING,
+            )
 
     def get_fieldsets(self, request: HttpRequest, obj=None):
         # Without the right to change, every field renders read-only, and the admin fills
@@ -206,11 +233,34 @@ class ClaimInline(admin.TabularInline):
 
 @admin.register(Endpoint)
 class EndpointAdmin(admin.ModelAdmin):
-    list_display = ["__str__", "canonical_model", "current_price_display", "enabled"]
+    list_display = [
+        "__str__",
+        "canonical_model",
+        "context_tokens",
+        "probe_count",
+        "current_price_display",
+        "enabled",
+    ]
     list_filter = ["enabled", "provider", "canonical_model"]
     list_select_related = ["provider", "canonical_model"]
     search_fields = ["model_id", "provider__name", "canonical_model__name"]
     inlines = [PriceInline, ClaimInline]
+
+    def get_queryset(self, request: HttpRequest):
+        return super().get_queryset(request).annotate(n_probes=Count("probes"))
+
+    @admin.display(description="probes", ordering="n_probes")
+    def probe_count(self, endpoint: Endpoint) -> str:
+        return str(endpoint.n_probes) if endpoint.n_probes else "none: not measured"
+
+    def save_model(self, request: HttpRequest, obj: Endpoint, form, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        if not obj.probes.exists():
+            self.message_user(
+                request,
+                f"{obj.model_id} has no probes: nothing measures it. Add probes under Probes.",
+                messages.WARNING,
+            )
 
     @admin.display(description="current price (in/out $/M)")
     def current_price_display(self, endpoint: Endpoint) -> str:
@@ -250,6 +300,7 @@ class ProbeForm(forms.ModelForm):
             "region",
             "interval_s",
             "jitter_s",
+            "max_tokens",
             "enabled",
             "next_run_at",
         ]

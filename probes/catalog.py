@@ -387,6 +387,8 @@ def load_workloads(report: LoadReport) -> list[Workload]:
                 "description": spec.description,
                 "messages": spec.messages,
                 "max_tokens": spec.max_tokens,
+                # The prompt's size, for judging which endpoints' contexts it fits.
+                "approx_input_tokens": spec.input_tokens,
             },
         )
         report.add("workloads", created)

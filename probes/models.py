@@ -18,7 +18,7 @@ from django.core.validators import MinValueValidator, URLValidator
 from django.db import models
 from django.utils import timezone
 
-from probes import secrets
+from probes import context_fit, secrets
 
 API_STYLES = [
     ("openai-chat", "OpenAI-compatible chat completions"),
@@ -87,7 +87,9 @@ class Provider(models.Model):
     stall_timeout_s = models.FloatField(default=30, validators=[MinValueValidator(0.1)])
     total_timeout_s = models.FloatField(default=300, validators=[MinValueValidator(1)])
     max_concurrency = models.PositiveSmallIntegerField(
-        default=2,
+        # One at a time unless told otherwise: two probes against a single-slot server
+        # (llama.cpp, Ollama) queue behind each other and measure the queue.
+        default=1,
         validators=[MinValueValidator(1)],
         help_text="Concurrent requests across all workers (rate-limit friendly).",
     )
@@ -97,6 +99,9 @@ class Provider(models.Model):
     )
     website = models.URLField(blank=True)
     notes = models.TextField(blank=True)
+    # Set on rows the seed catalog added (probes/catalog.py): how a reload recognises them
+    # whatever the operator renamed since.
+    catalog_key = models.CharField(max_length=200, blank=True, editable=False, db_index=True)
     backoff_until = models.DateTimeField(null=True, blank=True, editable=False)
     created = models.DateTimeField(auto_now_add=True)
     updated = models.DateTimeField(auto_now=True)
@@ -191,6 +196,13 @@ class CanonicalModel(models.Model):
         return self.name
 
 
+class EndpointQuerySet(models.QuerySet):
+    def too_small_for(self, workload: Workload):
+        """Endpoints whose known context cannot hold the workload: it is not applicable."""
+        needed = context_fit.tokens_needed(workload.approx_input_tokens, workload.max_tokens)
+        return self.filter(context_tokens__lt=needed)
+
+
 class Endpoint(models.Model):
     """One provider's deployment of a model, named as the provider names it."""
 
@@ -202,8 +214,19 @@ class Endpoint(models.Model):
     extra_body = models.JSONField(
         default=dict, blank=True, help_text="Merged into every request body for this endpoint."
     )
+    context_tokens = models.PositiveIntegerField(
+        "context length (tokens)",
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text="The model's context window as the server reports it (Test connection "
+        "fills it in). Workloads that cannot fit are not applicable: greyed, never run.",
+    )
     enabled = models.BooleanField(default=True)
     notes = models.TextField(blank=True)
+    catalog_key = models.CharField(max_length=200, blank=True, editable=False, db_index=True)
+
+    objects = EndpointQuerySet.as_manager()
 
     class Meta:
         ordering = ["provider__name", "model_id"]
@@ -291,7 +314,13 @@ class Workload(models.Model):
 
 class ProbeQuerySet(models.QuerySet):
     def active(self):
-        return self.filter(enabled=True, endpoint__enabled=True, endpoint__provider__enabled=True)
+        """Probes that run: enabled all the way up, and their workload fits the context."""
+        return self.filter(
+            context_fit.probe_fits_q(),
+            enabled=True,
+            endpoint__enabled=True,
+            endpoint__provider__enabled=True,
+        )
 
 
 class Probe(models.Model):
@@ -306,10 +335,17 @@ class Probe(models.Model):
     jitter_s = models.PositiveIntegerField(
         "jitter (seconds)", default=10, help_text="Random delay spreading starts."
     )
+    max_tokens = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text="Output tokens to ask for; empty means the workload's own max tokens.",
+    )
     enabled = models.BooleanField(default=True)
     next_run_at = models.DateTimeField(default=timezone.now, db_index=False)
     last_dispatched_at = models.DateTimeField(null=True, blank=True, editable=False)
     created = models.DateTimeField(auto_now_add=True)
+    catalog_key = models.CharField(max_length=200, blank=True, editable=False, db_index=True)
 
     objects = ProbeQuerySet.as_manager()
 
@@ -335,6 +371,19 @@ class Probe(models.Model):
     def clean(self) -> None:
         if self.jitter_s is not None and self.interval_s and self.jitter_s >= self.interval_s:
             raise ValidationError({"jitter_s": "Jitter must be shorter than the interval."})
+
+    @property
+    def effective_max_tokens(self) -> int:
+        return self.max_tokens or self.workload.max_tokens
+
+    @property
+    def applicable(self) -> bool:
+        """False when the workload cannot fit the endpoint's context: never run."""
+        return context_fit.fits(
+            self.endpoint.context_tokens,
+            self.workload.approx_input_tokens,
+            self.effective_max_tokens,
+        )
 
 
 CLAIM_METRICS = [
@@ -580,3 +629,20 @@ class DispatchedSlot(models.Model):
 
     def __str__(self) -> str:
         return f"probe {self.probe_id} slot {self.slot_at:%Y-%m-%d %H:%M:%S} {self.state}"
+
+
+class CatalogRecord(models.Model):
+    """Every row the seed catalog ever added, by its stable key.
+
+    A reload adds only keys missing here: a row the operator deleted stays deleted, and a
+    renamed one is found by the `catalog_key` it carries (probes/catalog.py).
+    """
+
+    key = models.CharField(max_length=200, unique=True)
+    added_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["key"]
+
+    def __str__(self) -> str:
+        return self.key

@@ -59,7 +59,7 @@ def build_request(
         model=endpoint.model_id,
         api_key=api_key,
         messages=workload.messages,
-        max_tokens=workload.max_tokens,
+        max_tokens=probe.effective_max_tokens,
         temperature=workload.temperature,
         extra_headers=dict(provider.extra_headers or {}),
         extra_body=dict(endpoint.extra_body or {}),

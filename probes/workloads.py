@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from probes.engine import tokens
+
 _PASSAGE = (
     "The history of measurement is a history of agreement. Long before clocks kept the "
     "same time in every town, merchants and builders needed units they could share: a "
@@ -57,6 +59,11 @@ class Workload:
     messages: list[dict[str, Any]] = field(hash=False)
     max_tokens: int
     reasoning: bool = False
+
+    @property
+    def input_tokens(self) -> int:
+        """The prompt's size in o200k_base tokens (message texts only, no template)."""
+        return sum(tokens.count(m.get("content")) for m in self.messages)
 
 
 WORKLOADS: tuple[Workload, ...] = (

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .profiles import BUILTIN, FAULTS, REALISTIC_FAULTS, Profile, resolve
-from .server import SimulatorServer, reduce_timer_slack
+from .server import ServerTraits, SimulatorServer, reduce_timer_slack
 
 __all__ = [
     "BUILTIN",
@@ -25,6 +25,7 @@ __all__ = [
     "Profile",
     "SimulatorHandle",
     "SimulatorProcess",
+    "ServerTraits",
     "SimulatorServer",
     "resolve",
     "start_in_process",
@@ -55,10 +56,13 @@ class SimulatorHandle:
 
 
 def start_in_thread(
-    profile: Profile | None = None, host: str = "127.0.0.1", port: int = 0
+    profile: Profile | None = None,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    traits: ServerTraits | None = None,
 ) -> SimulatorHandle:
     """Start a simulator on a free port (port=0) in a daemon thread; returns at once."""
-    server = SimulatorServer(profile, host, port)
+    server = SimulatorServer(profile, host, port, traits=traits)
     loop = asyncio.new_event_loop()
     ready = threading.Event()
     failure: list[BaseException] = []

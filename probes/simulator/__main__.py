@@ -7,7 +7,7 @@ import asyncio
 import sys
 
 from .profiles import FAULTS, REALISTIC_FAULTS, Profile
-from .server import SimulatorServer, reduce_timer_slack
+from .server import ServerTraits, SimulatorServer, reduce_timer_slack
 
 
 def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
@@ -37,6 +37,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="serve only this API (default: both)",
     )
     parser.add_argument("--fault", choices=FAULTS, default="none")
+    parser.add_argument(
+        "--context-tokens",
+        type=int,
+        default=None,
+        help="act as a local server with this context: /props, /v1/models list it, output "
+        "stops when the context is full and longer prompts are refused",
+    )
+    parser.add_argument("--slots", type=int, default=None, help="parallel slots in /props, /slots")
+    parser.add_argument("--no-usage", action="store_true", help="omit usage from OpenAI streams")
+    parser.add_argument("--tokenize", action="store_true", help="serve POST /tokenize")
     parser.add_argument(
         "--error-rate",
         type=probability,
@@ -71,7 +81,13 @@ def profile_from(args: argparse.Namespace) -> Profile:
 async def serve(args: argparse.Namespace) -> None:
     reduce_timer_slack()
     apis = (args.api,) if args.api else ("openai-chat", "anthropic-messages")
-    server = SimulatorServer(profile_from(args), args.host, args.port, apis)
+    traits = ServerTraits(
+        context_tokens=args.context_tokens,
+        total_slots=args.slots,
+        usage=not args.no_usage,
+        tokenize=args.tokenize,
+    )
+    server = SimulatorServer(profile_from(args), args.host, args.port, apis, traits)
     await server.start()
     print(f"listening on {server.base_url}", flush=True)
     await server.serve_forever()

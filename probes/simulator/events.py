@@ -70,6 +70,8 @@ class OpenAIChatEvents:
             + _json(finish)
             + b"}]}\n\n"
         )
+        if not usage:  # a server that sends no usage (llama.cpp without the option)
+            return finish_chunk + (b"data: [DONE]\n\n" if done else b"")
         # x_simulator (true send times) rides inside usage, which clients keep verbatim.
         usage = {**usage, "x_simulator": timing["x_simulator"]}
         usage_chunk = b"data: " + self._head + b',"choices":[],"usage":' + _json(usage)

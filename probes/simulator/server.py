@@ -19,6 +19,7 @@ import random
 import socket
 import struct
 import time
+from dataclasses import dataclass
 from time import perf_counter_ns
 from typing import Any
 
@@ -228,6 +229,8 @@ class _Stream:
             },
         }
         finish = "length" if self.n_tokens >= self.conn.max_tokens else "stop"
+        if not self.conn.server.traits.usage and isinstance(self.events, OpenAIChatEvents):
+            usage = {}
         self.conn.write_chunk(self.events.tail(finish, usage, timing, done))
         self.conn.end_chunked()
 
@@ -392,6 +395,24 @@ class _Conn(asyncio.Protocol):
             self._next_request()
 
 
+@dataclass(frozen=True)
+class ServerTraits:
+    """How the server describes itself, like a local llama.cpp or vLLM server.
+
+    context_tokens: listed in /v1/models (meta.n_ctx_train, max_model_len) and /props
+    (n_ctx); a request's output stops where the context is full (finish "length"), and
+    a prompt that does not fit is refused with 400, as llama.cpp does.
+    total_slots: reported by /props and /slots (llama.cpp's parallel slots).
+    usage: False omits the usage chunk from OpenAI streams.
+    tokenize: serve POST /tokenize (o200k_base token ids).
+    """
+
+    context_tokens: int | None = None
+    total_slots: int | None = None
+    usage: bool = True
+    tokenize: bool = False
+
+
 class SimulatorServer:
     def __init__(
         self,
@@ -399,8 +420,10 @@ class SimulatorServer:
         host: str = "127.0.0.1",
         port: int = 0,
         apis: tuple[str, ...] = ("openai-chat", "anthropic-messages"),
+        traits: ServerTraits | None = None,
     ) -> None:
         self.default = default or Profile()
+        self.traits = traits or ServerTraits()
         self.host = host
         self.port = port
         self.apis = apis
@@ -444,11 +467,15 @@ class SimulatorServer:
         t_request: int,
     ) -> None:
         if method == "GET" and path.endswith("/models"):
+            ctx = self.traits.context_tokens
             models = [
                 {"id": name, "object": "model", "owned_by": "inferwatch-simulator"}
+                | ({"meta": {"n_ctx_train": ctx * 4}} if ctx else {})
                 for name in ("sim-default", *BUILTIN)
             ]
             conn.respond(200, "OK", orjson.dumps({"object": "list", "data": models}))
+            return
+        if self._describe(conn, method, path, body):
             return
         if method != "POST":
             conn.respond(405, "Method Not Allowed", b'{"error":{"message":"use POST"}}')
@@ -474,6 +501,34 @@ class SimulatorServer:
             rng = self._failure_rngs.setdefault(model, random.Random(profile.seed))
             profile = profile.for_request(rng)
         self._stream(conn, api, req, profile, t_request)
+
+    def _describe(self, conn: _Conn, method: str, path: str, body: bytes) -> bool:
+        """llama.cpp's self-description routes, when the traits ask for them."""
+        traits = self.traits
+        if method == "GET" and path == "/props" and traits.context_tokens:
+            props = {
+                "default_generation_settings": {"n_ctx": traits.context_tokens},
+                "total_slots": traits.total_slots or 1,
+                "model_path": "simulated.gguf",
+            }
+            conn.respond(200, "OK", orjson.dumps(props))
+            return True
+        if method == "GET" and path == "/slots" and traits.total_slots:
+            slots = [{"id": i, "n_ctx": traits.context_tokens} for i in range(traits.total_slots)]
+            conn.respond(200, "OK", orjson.dumps(slots))
+            return True
+        if method == "POST" and path == "/tokenize" and traits.tokenize:
+            from probes.engine import tokens
+
+            try:
+                req = orjson.loads(body)
+                text = str(req.get("content") or req.get("prompt") or "")
+            except (orjson.JSONDecodeError, AttributeError):
+                text = ""
+            ids = tokens.encoding().encode(text)
+            conn.respond(200, "OK", orjson.dumps({"tokens": ids, "count": len(ids)}))
+            return True
+        return False
 
     def _stream(
         self, conn: _Conn, api: str, req: dict[str, Any], profile: Profile, t_request: int
@@ -505,6 +560,17 @@ class SimulatorServer:
         cap = profile.max_output_tokens
         n_tokens = max_tokens if cap is None else min(max_tokens, cap)
         conn.prompt_tokens = _prompt_tokens(req)
+        ctx = self.traits.context_tokens
+        if ctx is not None:
+            if conn.prompt_tokens >= ctx:
+                message = (
+                    f"the request exceeds the available context size ({conn.prompt_tokens} "
+                    f"prompt tokens, context {ctx})"
+                )
+                err = {"error": {"message": message, "type": "exceed_context_size_error"}}
+                conn.respond(400, "Bad Request", orjson.dumps(err))
+                return
+            n_tokens = min(n_tokens, ctx - conn.prompt_tokens)
         model = str(req.get("model") or profile.name)
         request_id = f"sim-{next(_ids)}"
         if api == "openai-chat":

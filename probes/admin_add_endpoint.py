@@ -1,0 +1,223 @@
+"""The admin's "Add an endpoint" page: one form from a server's URL to running probes.
+
+Step 1, Test connection: the server is tested (probes/connection_check.py) and the form
+comes back filled with what it told: API style, context length, a safe concurrency,
+and the standard workloads that fit (those that do not are greyed, "not applicable").
+Step 2, Create: provider, endpoint and probes in one transaction (probes/onboarding.py).
+
+A pasted key never comes back to the page: between the two steps it waits in the
+session, encrypted like a stored key.
+"""
+
+from __future__ import annotations
+
+import os
+from urllib.parse import urlsplit
+
+from django import forms
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.validators import MinValueValidator
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.template.response import TemplateResponse
+from django.urls import reverse
+
+from probes import connection_check, onboarding, secrets
+from probes.models import API_STYLES, Workload, validate_base_url, validate_env_name
+
+SESSION_KEY = "add_endpoint_api_key"
+
+
+class AddEndpointForm(forms.Form):
+    api_style = forms.ChoiceField(
+        label="API style",
+        choices=[(connection_check.DETECT, "Detect (Test connection finds out)"), *API_STYLES],
+    )
+    base_url = forms.CharField(
+        label="Base URL",
+        max_length=300,
+        validators=[validate_base_url],
+        help_text="Up to the API version, e.g. http://127.0.0.1:8080/v1",
+        error_messages={
+            "invalid": "Enter the server's full http(s) URL up to its version, "
+            "e.g. http://127.0.0.1:8080/v1."
+        },
+    )
+    model_id = forms.CharField(label="Model id", max_length=200, help_text="As the API expects it.")
+    api_key_env = forms.CharField(
+        label="API key environment variable",
+        max_length=100,
+        required=False,
+        validators=[validate_env_name],
+        help_text="Name of an environment variable holding the key (preferred).",
+    )
+    api_key = forms.CharField(
+        label="or paste the key",
+        required=False,
+        strip=True,
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
+        help_text="Stored encrypted, never shown again. Leave both empty for a keyless "
+        "local server.",
+    )
+    provider_name = forms.CharField(
+        max_length=100, required=False, help_text="Defaults to the server's host name."
+    )
+    model_name = forms.CharField(
+        label="Model",
+        max_length=100,
+        required=False,
+        help_text='The model as the world names it ("Llama 3.1 8B"); defaults to the model id.',
+    )
+    context_tokens = forms.IntegerField(
+        label="Context length (tokens)",
+        required=False,
+        validators=[MinValueValidator(1)],
+        help_text="Filled in by Test connection when the server reports it.",
+    )
+    max_concurrency = forms.IntegerField(
+        initial=1,
+        validators=[MinValueValidator(1)],
+        help_text="Requests at once. 1 for single-slot servers (llama.cpp, Ollama).",
+    )
+    interval_s = forms.IntegerField(
+        label="Interval (seconds)",
+        initial=onboarding.DEFAULT_INTERVAL_S,
+        validators=[MinValueValidator(10)],
+    )
+    workloads = forms.ModelMultipleChoiceField(
+        queryset=Workload.objects.all(), required=False, widget=forms.CheckboxSelectMultiple
+    )
+
+    def clean_provider_name(self) -> str:
+        return self.cleaned_data["provider_name"].strip()
+
+    def clean(self) -> dict:
+        data = super().clean()
+        if data.get("api_key") and data.get("api_key_env"):
+            raise ValidationError("Either name an environment variable or paste a key, not both.")
+        return data
+
+
+def _key(form: AddEndpointForm, request: HttpRequest) -> str:
+    """The key to test with: pasted now, pasted at the test step, or from the variable."""
+    data = form.cleaned_data
+    if data.get("api_key"):
+        return data["api_key"]
+    if data.get("api_key_env"):
+        return os.environ.get(data["api_key_env"], "")
+    stored = request.session.get(SESSION_KEY)
+    return secrets.decrypt(stored) if stored else ""
+
+
+def _default_name(base_url: str) -> str:
+    return urlsplit(base_url).netloc or base_url
+
+
+def _filled(form: AddEndpointForm, report: connection_check.ConnectionReport) -> AddEndpointForm:
+    """The form again, with what the test found in place of what was typed."""
+    data = form.data.copy()
+    data.pop("api_key", None)
+    if report.api_style:
+        data["api_style"] = report.api_style
+    if report.context_tokens:
+        data["context_tokens"] = str(report.context_tokens)
+    data["max_concurrency"] = str(report.safe_concurrency)
+    if not data.get("provider_name"):
+        data["provider_name"] = _default_name(form.cleaned_data["base_url"])
+    if not data.get("model_name"):
+        data["model_name"] = form.cleaned_data["model_id"]
+    proposals = onboarding.propose(report.context_tokens)
+    data.setlist("workloads", [str(p.workload.pk) for p in proposals if p.fits])
+    return AddEndpointForm(data)
+
+
+def add_endpoint_view(model_admin, request: HttpRequest) -> HttpResponse:
+    # Staff only (admin_view); creating providers also needs the add permission.
+    if not model_admin.has_add_permission(request):
+        raise PermissionDenied
+    report = None
+    if request.method == "POST":
+        form = AddEndpointForm(request.POST)
+        action = request.POST.get("action", "test")
+        if form.is_valid() and action == "test":
+            key = _key(form, request)
+            if form.cleaned_data.get("api_key"):
+                request.session[SESSION_KEY] = secrets.encrypt(form.cleaned_data["api_key"])
+            report = connection_check.check(
+                form.cleaned_data["base_url"],
+                form.cleaned_data["model_id"],
+                form.cleaned_data["api_style"],
+                key or None,
+            )
+            if report.error:
+                report.error = secrets.redact(report.error, [key] if key else [])
+            form = _filled(form, report)
+            form.is_valid()
+        elif form.is_valid():
+            created = _create(form, request)
+            if created is not None:
+                return redirect(reverse("admin:probes_provider_change", args=[created]))
+    else:
+        request.session.pop(SESSION_KEY, None)
+        form = AddEndpointForm()
+    context_tokens = form.cleaned_data.get("context_tokens") if form.is_bound else None
+    chosen = {str(w.pk) for w in form.cleaned_data.get("workloads", [])} if form.is_bound else set()
+    context = {
+        **model_admin.admin_site.each_context(request),
+        "title": "Add an endpoint",
+        "opts": model_admin.model._meta,
+        "form": form,
+        "report": report,
+        "proposals": onboarding.propose(context_tokens) if form.is_bound else [],
+        "chosen": chosen,
+    }
+    return TemplateResponse(request, "admin/probes/add_endpoint.html", context)
+
+
+def _create(form: AddEndpointForm, request: HttpRequest) -> int | None:
+    data = form.cleaned_data
+    if data["api_style"] == connection_check.DETECT:
+        form.add_error("api_style", "Test the connection first: it detects the API style.")
+        return None
+    pasted = data.get("api_key") or ""
+    if not pasted and not data.get("api_key_env") and request.session.get(SESSION_KEY):
+        pasted = secrets.decrypt(request.session[SESSION_KEY])
+    spec = onboarding.NewEndpoint(
+        provider_name=data["provider_name"] or _default_name(data["base_url"]),
+        api_style=data["api_style"],
+        base_url=data["base_url"],
+        model_id=data["model_id"],
+        model_name=data.get("model_name") or data["model_id"],
+        api_key_env=data.get("api_key_env") or "",
+        api_key=pasted,
+        context_tokens=data.get("context_tokens"),
+        max_concurrency=data["max_concurrency"],
+        interval_s=data["interval_s"],
+        workloads=list(data.get("workloads") or []),
+    )
+    try:
+        created = onboarding.create(spec)
+    except ValidationError as exc:
+        for name, errors in exc.message_dict.items():
+            target = name if name in form.fields else None
+            if name == "name":
+                target = "provider_name"
+            for error in errors:
+                form.add_error(target, error)
+        return None
+    request.session.pop(SESSION_KEY, None)
+    names = ", ".join(p.workload.slug for p in created.probes) or "none"
+    messages.success(
+        request,
+        f"Created {created.provider.name} with endpoint {created.endpoint.model_id} and "
+        f"{len(created.probes)} probe(s): {names}.",
+    )
+    if not created.probes:
+        messages.warning(request, "No probes were created: nothing will measure this endpoint.")
+    for proposal in created.not_applicable:
+        messages.info(
+            request,
+            f"{proposal.workload.slug} is not applicable: it {proposal.reason}.",
+        )
+    return created.provider.pk

@@ -1,0 +1,210 @@
+"""Test a server before probing it: what API it speaks and what it tells about itself.
+
+`check()` sends one tiny streamed request through the measurement engine (the same path
+probes take) and a few bounded GETs/POSTs to the routes servers use to describe
+themselves:
+
+* API style: OpenAI chat completions, else Anthropic messages (when asked to detect).
+* Usage: whether the stream ends with token counts (llama.cpp and some proxies omit
+  them; the engine then counts output with o200k_base).
+* Tokenize route: ``POST /tokenize`` (llama.cpp, vLLM), for exact token counts.
+* Context length: ``/v1/models`` ``max_model_len`` (vLLM), llama.cpp ``/props``
+  ``n_ctx`` (or the models list's ``meta.n_ctx_train``).
+* Slots: llama.cpp ``/props`` ``total_slots`` or the length of ``/slots``; a
+  single-slot server serves one request at a time, so probes must not overlap.
+
+Every side request is bounded in time and size (`_bounded_json`); a server that
+answers none of them still gets a verdict from the streamed request alone.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+import orjson
+
+from probes.engine import Limits, ProbeRequest, RunResult, measure_sync
+
+SIDE_REQUEST_S = 4.0  # total time for one side request, connect to last byte
+SIDE_REQUEST_MAX_BYTES = 2 * 1024 * 1024  # a model list of a few thousand entries
+TEST_LIMITS = Limits(connect_s=5, first_token_s=20, stall_s=10, total_s=30)
+TEST_PROMPT = [{"role": "user", "content": "Reply with the word ok."}]
+TEST_MAX_TOKENS = 8
+DETECT = "detect"
+# What a server says to a request in an API it does not speak.
+WRONG_API_STATUSES = ("not_found", "http_error", "protocol_error")
+
+
+@dataclass
+class ConnectionReport:
+    """What the test found; None where the server did not say."""
+
+    ok: bool
+    api_style: str | None = None
+    status: str = ""
+    error: str = ""
+    ttft_ms: float | None = None
+    stream_usage: bool | None = None  # the stream carried token counts
+    tokenize_route: str = ""  # the URL that tokenizes, "" if none answered
+    context_tokens: int | None = None
+    context_source: str = ""  # where context_tokens came from
+    total_slots: int | None = None
+    server_models: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def single_slot(self) -> bool:
+        return self.total_slots == 1
+
+    @property
+    def safe_concurrency(self) -> int:
+        """Requests at once that do not queue behind each other at the server."""
+        if self.total_slots:
+            return max(1, min(self.total_slots, 4))
+        return 1
+
+
+def server_root(base_url: str) -> str:
+    """The server's root: the base URL without its API version (`/v1`)."""
+    parts = urlsplit(base_url.rstrip("/"))
+    path = parts.path
+    if path.endswith("/v1"):
+        path = path[: -len("/v1")]
+    return urlunsplit((parts.scheme, parts.netloc, path, "", "")).rstrip("/")
+
+
+def _bounded_json(
+    client: httpx.Client, method: str, url: str, body: dict | None = None
+) -> Any | None:
+    """One side request: JSON or None, never longer than SIDE_REQUEST_S, never bigger
+    than SIDE_REQUEST_MAX_BYTES (a misbehaving server cannot hold the page)."""
+    deadline = time.monotonic() + SIDE_REQUEST_S
+    try:
+        content = orjson.dumps(body) if body is not None else None
+        with client.stream(method, url, content=content) as response:
+            if response.status_code != 200:
+                return None
+            chunks, size = [], 0
+            for chunk in response.iter_bytes():
+                size += len(chunk)
+                if size > SIDE_REQUEST_MAX_BYTES or time.monotonic() > deadline:
+                    return None
+                chunks.append(chunk)
+        return orjson.loads(b"".join(chunks))
+    except (httpx.HTTPError, orjson.JSONDecodeError, ValueError):
+        return None
+
+
+def _headers(api_style: str, api_key: str | None, extra: dict[str, str]) -> dict[str, str]:
+    # The same authentication the engine sends, so a side route sees the probe's key.
+    request = ProbeRequest(api=api_style, base_url="http://placeholder", model="m", api_key=api_key)
+    headers = {k: v for k, v in request.headers().items() if k != "accept"}
+    headers.update(extra)
+    return headers
+
+
+def _measure(api_style: str, base_url: str, model_id: str, api_key: str | None, extra) -> RunResult:
+    return measure_sync(
+        ProbeRequest(
+            api=api_style,
+            base_url=base_url,
+            model=model_id,
+            api_key=api_key,
+            messages=TEST_PROMPT,
+            max_tokens=TEST_MAX_TOKENS,
+            extra_headers=dict(extra),
+            limits=TEST_LIMITS,
+            warm=False,
+        )
+    )
+
+
+def _models_info(report: ConnectionReport, data: Any, model_id: str) -> None:
+    if not isinstance(data, dict):
+        return
+    entries = data.get("data") if isinstance(data.get("data"), list) else []
+    report.server_models = [str(e.get("id")) for e in entries if isinstance(e, dict)][:50]
+    for entry in entries:
+        if not isinstance(entry, dict) or entry.get("id") != model_id:
+            continue
+        meta = entry.get("meta") if isinstance(entry.get("meta"), dict) else {}
+        for source, value in (
+            ("/v1/models max_model_len", entry.get("max_model_len")),
+            ("/v1/models context_length", entry.get("context_length")),
+            ("/v1/models meta.n_ctx_train", meta.get("n_ctx_train")),
+        ):
+            if isinstance(value, int) and value > 0:
+                report.context_tokens, report.context_source = value, source
+                return
+
+
+def _props_info(report: ConnectionReport, props: Any) -> None:
+    if not isinstance(props, dict):
+        return
+    settings = props.get("default_generation_settings")
+    n_ctx = props.get("n_ctx")
+    if isinstance(settings, dict) and not isinstance(n_ctx, int):
+        n_ctx = settings.get("n_ctx")
+    if isinstance(n_ctx, int) and n_ctx > 0:
+        # The server's context per slot is what a request can use: it wins over the
+        # model's training context.
+        report.context_tokens, report.context_source = n_ctx, "/props n_ctx"
+    slots = props.get("total_slots")
+    if isinstance(slots, int) and slots > 0:
+        report.total_slots = slots
+
+
+def check(
+    base_url: str,
+    model_id: str,
+    api_style: str = DETECT,
+    api_key: str | None = None,
+    extra_headers: dict[str, str] | None = None,
+) -> ConnectionReport:
+    """Test the server; never raises for anything the server does."""
+    extra = dict(extra_headers or {})
+    styles = ["openai-chat", "anthropic-messages"] if api_style == DETECT else [api_style]
+    result = None
+    for style in styles:
+        result = _measure(style, base_url, model_id, api_key, extra)
+        if result.status not in WRONG_API_STATUSES:
+            break
+    assert result is not None
+    report = ConnectionReport(
+        ok=result.ok,
+        api_style=style if result.ok or len(styles) == 1 else None,
+        status=result.status,
+        error=result.error or "",
+        ttft_ms=result.ttft_ms,
+    )
+    if result.ok:
+        report.stream_usage = result.token_source == "usage"
+        if not report.stream_usage:
+            report.notes.append(
+                "The stream carries no usage: output tokens are counted with o200k_base."
+            )
+    root = server_root(base_url)
+    timeout = httpx.Timeout(SIDE_REQUEST_S)
+    headers = _headers(report.api_style or styles[0], api_key, extra)
+    with httpx.Client(timeout=timeout, headers=headers, follow_redirects=False) as client:
+        models = _bounded_json(client, "GET", base_url.rstrip("/") + "/models")
+        _models_info(report, models, model_id)
+        _props_info(report, _bounded_json(client, "GET", root + "/props"))
+        if report.total_slots is None:
+            slots = _bounded_json(client, "GET", root + "/slots")
+            if isinstance(slots, list) and slots:
+                report.total_slots = len(slots)
+        tokenized = _bounded_json(
+            client, "POST", root + "/tokenize", {"model": model_id, "prompt": "ok", "content": "ok"}
+        )
+        if isinstance(tokenized, dict) and isinstance(tokenized.get("tokens"), list):
+            report.tokenize_route = root + "/tokenize"
+    if report.single_slot:
+        report.notes.append(
+            "One slot: the server answers one request at a time, so probes run one at a time."
+        )
+    return report

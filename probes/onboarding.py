@@ -1,0 +1,149 @@
+"""From "I have an endpoint" to probes that run: the plan and the one-step creation.
+
+The add-endpoint page (probes/admin_add_endpoint.py) tests the server
+(probes/connection_check.py), then shows `propose()`'s plan: every standard workload,
+marked fitting or not applicable for the server's context, at a concurrency the server
+can take. `create()` makes the provider, the endpoint and its probes in one transaction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+from django.conf import settings
+from django.db import transaction
+from django.utils.text import slugify
+
+from probes import catalog, context_fit
+from probes.models import CanonicalModel, Endpoint, Probe, Provider, Workload
+from probes.workloads import BY_SLUG
+
+DEFAULT_INTERVAL_S = 300
+
+
+@dataclass(frozen=True)
+class ProposedProbe:
+    workload: Workload
+    needed_tokens: int  # context the workload's requests need, margin included
+    fits: bool
+
+    @property
+    def reason(self) -> str:
+        if self.fits:
+            return ""
+        return f"needs ~{self.needed_tokens:,} tokens of context"
+
+
+def standard_workloads() -> list[Workload]:
+    """The suite's standard workloads (loaded from code if this database has none yet)."""
+    catalog.load_workloads(catalog.LoadReport())
+    slugs = [slug for slug, spec in BY_SLUG.items() if not spec.reasoning]
+    return list(Workload.objects.filter(slug__in=slugs, enabled=True).order_by("slug"))
+
+
+def propose(context_tokens: int | None) -> list[ProposedProbe]:
+    """One proposal per standard workload, fitting ones first."""
+    proposals = []
+    for workload in standard_workloads():
+        needed = context_fit.tokens_needed(workload.approx_input_tokens, workload.max_tokens)
+        fits = context_fit.fits(context_tokens, workload.approx_input_tokens, workload.max_tokens)
+        proposals.append(ProposedProbe(workload, needed, fits))
+    return sorted(proposals, key=lambda p: (not p.fits, p.workload.slug))
+
+
+def is_local(base_url: str) -> bool:
+    """A server on this machine or the private network: keyless by default."""
+    host = (urlsplit(base_url).hostname or "").lower()
+    return (
+        host in ("localhost", "127.0.0.1", "::1")
+        or host.endswith(".local")
+        or host.startswith(("10.", "192.168.", "172.16.", "127."))
+    )
+
+
+@dataclass
+class NewEndpoint:
+    provider_name: str
+    api_style: str
+    base_url: str
+    model_id: str
+    model_name: str  # the canonical model ("Llama 3.1 8B"); found by name or created
+    api_key_env: str = ""
+    api_key: str = ""
+    context_tokens: int | None = None
+    max_concurrency: int = 1
+    interval_s: int = DEFAULT_INTERVAL_S
+    workloads: list[Workload] = field(default_factory=list)
+    region: str = ""
+
+
+@dataclass
+class Created:
+    provider: Provider
+    endpoint: Endpoint
+    probes: list[Probe]
+    not_applicable: list[ProposedProbe]
+
+
+def _unique_slug(name: str) -> str:
+    base = slugify(name) or "provider"
+    slug, n = base, 2
+    while Provider.objects.filter(slug=slug).exists():
+        slug, n = f"{base}-{n}", n + 1
+    return slug
+
+
+def _canonical(name: str) -> CanonicalModel:
+    found = CanonicalModel.objects.filter(name__iexact=name).first()
+    if found:
+        return found
+    base = slugify(name.replace(".", "-")) or "model"
+    slug, n = base, 2
+    while CanonicalModel.objects.filter(slug=slug).exists():
+        slug, n = f"{base}-{n}", n + 1
+    return CanonicalModel.objects.create(name=name, slug=slug)
+
+
+@transaction.atomic
+def create(spec: NewEndpoint) -> Created:
+    """Provider (enabled), endpoint and one probe per chosen workload that fits; chosen
+    workloads that do not fit are returned as not applicable, never created."""
+    provider = Provider(
+        name=spec.provider_name,
+        slug=_unique_slug(spec.provider_name),
+        api_style=spec.api_style,
+        base_url=spec.base_url,
+        api_key_env=spec.api_key_env,
+        # A keyless local server needs no key; anything given a key requires it.
+        requires_key=bool(spec.api_key or spec.api_key_env),
+        max_concurrency=spec.max_concurrency,
+        enabled=True,
+    )
+    provider.set_api_key(spec.api_key)
+    provider.full_clean()
+    provider.save()
+    endpoint = Endpoint.objects.create(
+        provider=provider,
+        model_id=spec.model_id,
+        canonical_model=_canonical(spec.model_name),
+        context_tokens=spec.context_tokens,
+    )
+    probes, skipped = [], []
+    region = spec.region or settings.PROBE_REGION
+    for proposal in propose(spec.context_tokens):
+        if proposal.workload not in spec.workloads:
+            continue
+        if not proposal.fits:
+            skipped.append(proposal)
+            continue
+        probes.append(
+            Probe.objects.create(
+                endpoint=endpoint,
+                workload=proposal.workload,
+                region=region,
+                interval_s=spec.interval_s,
+                jitter_s=min(10, spec.interval_s // 6),
+            )
+        )
+    return Created(provider, endpoint, probes, skipped)
