@@ -24,6 +24,7 @@ from decimal import Decimal
 from itertools import accumulate
 
 import orjson
+from django.conf import settings
 from django.db import connection
 from django.db.models import Count, Q, TextField
 from django.db.models.functions import Cast
@@ -136,7 +137,14 @@ def regions() -> list[str]:
 
 
 def default_workload() -> str:
-    """The workload most probes run, else the first one: what a visitor most likely wants."""
+    """The home page's workload: settings.DEFAULT_WORKLOAD (chat-1k out of the box).
+
+    A setting, not "what most probes run": adding a few probes of another workload must
+    not switch the board to it. Only when that workload does not exist here does the
+    one most probes run stand in.
+    """
+    if Workload.objects.filter(slug=settings.DEFAULT_WORKLOAD).exists():
+        return settings.DEFAULT_WORKLOAD
     slug = (
         Workload.objects.annotate(n=Count("probes"))
         .order_by("-n", "slug")
@@ -173,19 +181,22 @@ class HistoryFilters:
     def as_params(self) -> dict[str, str]:
         return {
             "window": self.window,
-            "workload": self.workload.slug if self.workload else "",
+            "workload": self.workload.slug if self.workload else ALL,
             "region": self.region,
         }
 
 
 def parse_history_filters(params: Mapping[str, str]) -> HistoryFilters:
-    """Window (up to 90 days), optional workload and region; BadFilter on unknown values."""
+    """Window (up to 90 days), workload and region; BadFilter on unknown values.
+
+    No workload parameter means the leaderboard's default workload, so a page reached
+    from the board shows the same series; `workload=all` pools them all.
+    """
     window = one_of("window", params.get("window") or DEFAULT_HISTORY_WINDOW, HISTORY_WINDOWS)
+    slug = params.get("workload") or (ALL if "workload" in params else default_workload())
     workload = None
-    if params.get("workload"):
-        slug = one_of(
-            "workload", params["workload"], Workload.objects.values_list("slug", flat=True)
-        )
+    if slug and slug != ALL:
+        one_of("workload", slug, Workload.objects.values_list("slug", flat=True))
         workload = Workload.objects.get(slug=slug)
     region = params.get("region") or ALL
     if region != ALL:

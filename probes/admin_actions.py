@@ -16,6 +16,7 @@ from django.conf import settings
 from django.contrib import admin, messages
 from django.http import HttpRequest
 from django.urls import reverse
+from django.utils.html import format_html
 
 from probes import concurrency, runner, secrets
 from probes.engine import Limits, ProbeRequest, RunResult, measure_sync
@@ -77,9 +78,11 @@ def run_now(modeladmin, request: HttpRequest, queryset) -> None:
         runs_url = reverse("admin:probes_proberun_changelist") + f"?probe__id__exact={probe.pk}"
         for result in outcome.results:
             level = messages.SUCCESS if result.ok else messages.WARNING
-            modeladmin.message_user(
-                request, f"{probe}: {_summary(result, key)} (runs: {runs_url})", level
+            # A link, not a URL as text; format_html escapes the provider's own words.
+            text = format_html(
+                '{}: {} (<a href="{}">runs</a>)', probe, _summary(result, key), runs_url
             )
+            modeladmin.message_user(request, text, level)
 
 
 @admin.action(

@@ -112,14 +112,26 @@ def _recent_runs(**scope) -> list[ProbeRun]:
 
 
 def _history_page(
-    request: HttpRequest, subject, kind: str, endpoints: list[Endpoint], **extra
+    request: HttpRequest,
+    subject,
+    kind: str,
+    endpoints: list[Endpoint],
+    runs_scope: dict,
+    **extra,
 ) -> HttpResponse:
-    """The history page of a model, a provider or an endpoint: one template, one query."""
+    """The history page of a model, a provider or an endpoint: one template, one query.
+    Its recent runs follow the page's workload and region filters."""
     try:
         context = _history_context(request, endpoints)
     except queries.BadFilter as error:
         return bad_filter(request, error)
-    context.update(subject=subject, kind=kind, endpoints=endpoints, **extra)
+    filters = context["filters"]
+    runs = _recent_runs(
+        **runs_scope,
+        **({"workload": filters.workload} if filters.workload else {}),
+        **({"region": filters.region} if filters.region != queries.ALL else {}),
+    )
+    context.update(subject=subject, kind=kind, endpoints=endpoints, runs=runs, **extra)
     if kind == "endpoint":
         (endpoint,) = endpoints
         claims = queries.claims_for(endpoints)[endpoint.pk]
@@ -131,16 +143,14 @@ def _history_page(
 def model_page(request: HttpRequest, slug: str) -> HttpResponse:
     model = get_object_or_404(CanonicalModel, slug=slug)
     endpoints = list(model.endpoints.select_related("provider", "canonical_model"))
-    runs = _recent_runs(endpoint__canonical_model=model)
-    return _history_page(request, model, "model", endpoints, runs=runs)
+    return _history_page(request, model, "model", endpoints, {"endpoint__canonical_model": model})
 
 
 @require_safe
 def provider_page(request: HttpRequest, slug: str) -> HttpResponse:
     provider = get_object_or_404(Provider, slug=slug)
     endpoints = list(provider.endpoints.select_related("provider", "canonical_model"))
-    runs = _recent_runs(endpoint__provider=provider)
-    return _history_page(request, provider, "provider", endpoints, runs=runs)
+    return _history_page(request, provider, "provider", endpoints, {"endpoint__provider": provider})
 
 
 @cache
@@ -162,10 +172,10 @@ def endpoint_page(request: HttpRequest, pk: int) -> HttpResponse:
         endpoint,
         "endpoint",
         [endpoint],
+        {"endpoint": endpoint},
         endpoint=endpoint,
         price=endpoint.current_price,
         probes=endpoint.probes.select_related("workload"),
-        runs=_recent_runs(endpoint=endpoint),
         alerts_template=ACTIVE_ALERTS_TEMPLATE if _has_alerts_partial() else None,
     )
 

@@ -15,11 +15,16 @@ from urllib.parse import urlparse
 import pytest
 
 from dashboard import heartbeat
+from probes.simulator import start_in_process
 
 CHROMIUM = Path("/usr/bin/chromium")
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
-README_IMAGES = {"demo-leaderboard": "readme-leaderboard.png", "demo-run": "readme-run.png"}
+README_IMAGES = {
+    "demo-leaderboard": "readme-leaderboard.png",
+    "demo-run": "readme-run.png",
+    "add-endpoint": "readme-add-endpoint.png",
+}
 
 pytestmark = [
     pytest.mark.browser,
@@ -287,3 +292,76 @@ def test_the_demo_leaderboard_fits_a_phone_without_the_page_scrolling_sideways(p
     assert scroller.evaluate("el => el.scrollLeft") > 0
     who = page.locator("#leaderboard-table tbody td.who").first.bounding_box()
     assert box["x"] <= who["x"] <= box["x"] + 2
+
+
+# -- adding your own server --------------------------------------------------------------
+
+LOCAL_MODEL = "sim-gpu@tps=3000,ttft=20"
+
+
+@pytest.fixture
+def local_server():
+    """A llama.cpp-like local server: no usage in the stream, a 2,048-token context, one
+    slot. The simulator in its own process, as a server would be."""
+    with start_in_process("--context-tokens", "2048", "--slots", "1", "--no-usage") as sim:
+        yield sim
+
+
+@pytest.fixture
+def staff_page(page, django_user_model):
+    django_user_model.objects.create_superuser("op", "op@example.com", "a-long-password")
+    page.goto(page.base + "/admin/login/")
+    page.fill("#id_username", "op")
+    page.fill("#id_password", "a-long-password")
+    page.click("input[type=submit]")
+    page.wait_for_selector("#site-name")
+    return page
+
+
+def test_a_local_server_goes_from_one_form_to_the_leaderboard(staff_page, local_server):
+    page = staff_page
+    page.goto(page.base + "/admin/probes/provider/")
+    page.click("#add-endpoint-link")
+    page.fill("#id_base_url", local_server.base_url)
+    page.fill("#id_model_id", LOCAL_MODEL)
+    page.fill("#id_provider_name", "My llama box")
+    page.fill("#id_model_name", "Llama 3.1 8B")
+    page.click("#test-connection")
+    report = page.locator("#connection-report")
+    report.wait_for()
+    assert report.locator(".context").inner_text().startswith("2,048 tokens")
+    assert report.locator(".usage").inner_text() == "no"
+    assert report.locator(".slots").inner_text() == "1"
+    assert page.input_value("#id_max_concurrency") == "1"
+    assert page.input_value("#id_api_style") == "openai-chat"
+    assert page.is_checked("#workload-chat-1k") and page.is_checked("#workload-short")
+    assert page.is_disabled("#workload-long-10k")
+    assert "not applicable" in page.locator("tr[data-workload=long-10k]").inner_text()
+    screenshot(page, "add-endpoint")
+
+    page.click("#create-endpoint")
+    page.wait_for_selector(".messagelist")
+    assert "2 probe(s): chat-1k, short" in page.locator(".messagelist").inner_text()
+
+    # Run both probes now from the admin, as an operator would.
+    page.goto(page.base + "/admin/probes/probe/")
+    page.check("#action-toggle")
+    page.select_option("select[name=action]", "run_now")
+    page.click("button[name=index]")
+    page.wait_for_selector(".messagelist")
+    run_links = page.locator(".messagelist a")
+    assert run_links.count() == 2  # "Run now" links to the runs, not a URL as text
+
+    page.goto(page.base + "/?workload=chat-1k")
+    row = page.locator("#leaderboard-table tbody tr", has_text=LOCAL_MODEL)
+    assert row.locator(".col-samples").inner_text() == "1"
+    assert row.locator(".col-success_rate").inner_text().startswith("100")
+    row.locator("a.endpoint").click()
+    page.wait_for_selector("table.runs")
+    # No usage in the stream: 500 tokens counted with o200k, all that max_tokens asked.
+    assert "500" in page.locator("table.runs tbody tr").first.inner_text()
+
+    page.goto(page.base + "/?workload=long-10k")
+    greyed = page.locator("#leaderboard-table tbody tr.not-applicable")
+    assert greyed.count() == 1
+    assert "Not applicable" in greyed.inner_text()
