@@ -6,7 +6,9 @@ and send the task only if exactly one row changed. Two dispatchers (two beats, o
 tick that overlaps the previous one) race on that UPDATE; Postgres lets one win per slot.
 
 Each tick claims the slots falling before the next tick and queues them with a countdown
-to their exact time, so starts are on time whatever the tick interval. Each task goes to
+to their exact time, so starts are on time whatever the tick interval. A slot that could only
+start late (downtime, a pause, an interval edit) is skipped, not run: see too_late().
+Each task goes to
 the queue of the probe's region (`probes.<region>`), with a random extra delay within
 the probe's jitter and `expires` at the next slot: a backed-up queue
 drops stale slots instead of running a burst of them.
@@ -27,7 +29,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import DateTimeField, ExpressionWrapper, F, Q
 
-from probes import ledger
+from probes import lateness, ledger
 from probes.models import DispatchedSlot, Probe
 
 log = logging.getLogger(__name__)
@@ -80,7 +82,7 @@ def due_probes(now: datetime):
         Probe.objects.active()
         .alias(interval_due=last_plus_interval)
         .filter(Q(next_run_at__lte=now) | Q(interval_due__lte=now))
-        .order_by("next_run_at")
+        .order_by("next_run_at", "pk")
         .select_related("endpoint__provider", "workload")
         # The ledger's deadline needs the provider's total timeout and the request count.
         .only(
@@ -108,6 +110,9 @@ def claim(
     slot_at = due_at(probe)
     if slot_at > horizon:
         return None
+    if lateness.too_late(probe, slot_at, now, floor_s=2 * settings.DISPATCH_INTERVAL_S):
+        skip_missed(probe, slot_at, now)
+        return None
     next_at = following_slot(slot_at, probe.interval_s, horizon)
     jitter = min(probe.jitter_s, max(0, probe.interval_s - 1))
     delay = max(0.0, (slot_at - now).total_seconds())
@@ -118,6 +123,30 @@ def claim(
     return Slot(probe.pk, probe.region, slot_at, next_at, delay)
 
 
+def skip_missed(probe: Probe, slot_at: datetime, now: datetime) -> bool:
+    """Record a missed slot as skipped and move the probe to its first slot after now.
+
+    The probe's last slot becomes the cadence slot just before its new next one (not
+    dispatched, a bookmark): due_at() then waits for the next slot instead of counting
+    a shortened interval from a slot long past.
+    """
+    next_at = following_slot(slot_at, probe.interval_s, now)
+    late_s = (now - slot_at).total_seconds()
+    reason = (
+        f"Skipped: due {late_s:,.0f} s ago (downtime, a pause or an interval edit); "
+        f"not run late to catch up. Next slot {next_at:%Y-%m-%d %H:%M:%S} UTC."
+    )
+    entry = ledger.entry_for(probe, slot_at, next_at, now)
+    return _claim_and_record(
+        probe,
+        entry,
+        dispatched_at=next_at - probe.interval_s * ONE_SECOND,
+        state="skipped",
+        reason=reason,
+        closed_at=now,
+    )
+
+
 # The conditional UPDATE and the ledger INSERT as one statement: atomic without an
 # explicit transaction, and one round trip per slot like the bare claim (an ORM
 # transaction costs four; 1,000 slots due at once would queue seconds later).
@@ -125,25 +154,32 @@ def claim(
 # reopens its ledger row instead of failing the claim.
 _CLAIM_AND_RECORD = """
 WITH claimed AS (
-    UPDATE probes_probe SET next_run_at = %(next_at)s, last_dispatched_at = %(slot_at)s
+    UPDATE probes_probe SET next_run_at = %(next_at)s, last_dispatched_at = %(dispatched_at)s
      WHERE id = %(probe)s AND next_run_at = %(seen_next)s
        AND last_dispatched_at IS NOT DISTINCT FROM %(seen_last)s
     RETURNING id)
 INSERT INTO probes_dispatchedslot
     (probe_id, slot_at, region, queued_at, deadline, next_at, state, worker, attempts,
      reason, closed_at)
-SELECT id, %(slot_at)s, %(region)s, %(queued_at)s, %(deadline)s, %(next_at)s, 'queued', '',
-       1, '', NULL
+SELECT id, %(slot_at)s, %(region)s, %(queued_at)s, %(deadline)s, %(next_at)s, %(state)s, '',
+       1, %(reason)s, %(closed_at)s
   FROM claimed
 ON CONFLICT (probe_id, slot_at) DO UPDATE SET
     region = EXCLUDED.region, queued_at = EXCLUDED.queued_at, deadline = EXCLUDED.deadline,
-    next_at = EXCLUDED.next_at, state = 'queued', worker = '', attempts = 1, reason = '',
-    closed_at = NULL
+    next_at = EXCLUDED.next_at, state = EXCLUDED.state, worker = '', attempts = 1,
+    reason = EXCLUDED.reason, closed_at = EXCLUDED.closed_at
 RETURNING probe_id
 """
 
 
-def _claim_and_record(probe: Probe, entry: DispatchedSlot) -> bool:
+def _claim_and_record(
+    probe: Probe,
+    entry: DispatchedSlot,
+    dispatched_at: datetime | None = None,
+    state: str = "queued",
+    reason: str = "",
+    closed_at: datetime | None = None,
+) -> bool:
     """Move the probe to its next slot and put the slot on the ledger, if nobody else
     moved it first; True if this call won the slot."""
     with connection.cursor() as cursor:
@@ -154,10 +190,14 @@ def _claim_and_record(probe: Probe, entry: DispatchedSlot) -> bool:
                 "seen_next": probe.next_run_at,
                 "seen_last": probe.last_dispatched_at,
                 "slot_at": entry.slot_at,
+                "dispatched_at": dispatched_at or entry.slot_at,
                 "next_at": entry.next_at,
                 "region": entry.region,
                 "queued_at": entry.queued_at,
                 "deadline": entry.deadline,
+                "state": state,
+                "reason": reason,
+                "closed_at": closed_at,
             },
         )
         return cursor.fetchone() is not None

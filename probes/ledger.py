@@ -173,6 +173,8 @@ def settle(
         won = _as_seen(row).update(state="done", closed_at=now)
         return "done" if won else ""
     cause = _cause(row, silent)
+    # A re-sent copy that would start too late is skipped by the worker (tasks.run_probe,
+    # probes/lateness.py): a re-send never bunches with the next slot.
     can_start = now + timedelta(seconds=RESEND_MARGIN_S) < row.next_at
     if row.attempts < MAX_SENDS and can_start:
         deadline = queued_deadline(row.probe, now, row.next_at)

@@ -87,9 +87,9 @@ class Provider(models.Model):
     stall_timeout_s = models.FloatField(default=30, validators=[MinValueValidator(0.1)])
     total_timeout_s = models.FloatField(default=300, validators=[MinValueValidator(1)])
     max_concurrency = models.PositiveSmallIntegerField(
-        # One at a time unless told otherwise: two probes against a single-slot server
-        # (llama.cpp, Ollama) queue behind each other and measure the queue.
-        default=1,
+        # "Add an endpoint" sets it from the server's slot count (1 for llama.cpp's
+        # single slot, where two probes would queue behind each other).
+        default=2,
         validators=[MinValueValidator(1)],
         help_text="Concurrent requests across all workers (rate-limit friendly).",
     )

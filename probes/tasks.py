@@ -22,7 +22,7 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
 from dashboard import heartbeat, rollups, snapshots
-from probes import concurrency, dispatch, ledger, recording, retention, runner
+from probes import concurrency, dispatch, lateness, ledger, recording, retention, runner
 from probes.models import DispatchedSlot, Probe, WorkerCalibration
 
 log = logging.getLogger(__name__)
@@ -139,6 +139,16 @@ def run_probe(self, probe_id: int, slot_iso: str | None = None) -> dict | None:
     if slot_at is not None and not ledger.mark_started(probe, slot_at, worker):
         # A late copy (a redelivered message after the sweeper re-sent or closed it).
         log.info("Probe %s slot %s is already settled; not run again", probe_id, slot_iso)
+        return None
+    if slot_at is not None and lateness.too_late(
+        probe, slot_at, datetime.now(UTC), floor_s=2 * settings.DISPATCH_INTERVAL_S
+    ):
+        # A copy that waited (a backed-up queue, a restart, a re-send): running it now
+        # would bunch it with the next slot. Skipped, never a catch-up burst.
+        late_s = (datetime.now(UTC) - slot_at).total_seconds()
+        reason = f"Skipped: would have started {late_s:,.0f} s after its slot; not run late."
+        _settle_quietly(ledger.mark_skipped, probe.pk, slot_at, reason)
+        log.info("Probe %s slot %s: %s", probe_id, slot_iso, reason)
         return None
     try:
         outcome = runner.run_slot(probe, slot_at, worker, probe.region)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 from datetime import UTC, datetime, timedelta
@@ -10,7 +11,7 @@ import pytest
 from django.db import connection
 
 from probes import dispatch
-from probes.models import Probe
+from probes.models import DispatchedSlot, Probe
 from probes.tasks import dispatch_due_probes
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
@@ -49,16 +50,49 @@ def test_it_claims_each_slot_once_even_with_four_dispatchers_racing(make_probe):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_it_moves_the_probe_to_its_next_slot_and_skips_missed_ones(make_probe):
+def test_after_downtime_the_missed_slot_is_skipped_and_the_schedule_goes_on_from_now(
+    make_probe,
+):
     probe = make_probe(interval_s=60)
     due([probe], NOW - timedelta(minutes=10, seconds=5))  # beat was down ten minutes
 
-    (slot,) = dispatch.dispatch_due(lambda slot: None, NOW)
+    assert dispatch.dispatch_due(lambda slot: None, NOW) == []  # not run late
 
     probe.refresh_from_db()
-    assert slot.slot_at == NOW - timedelta(minutes=10, seconds=5)
-    assert probe.next_run_at == NOW + timedelta(seconds=55)  # one slot, not a burst of ten
-    assert slot.next_at == probe.next_run_at
+    assert probe.next_run_at == NOW + timedelta(seconds=55)  # the next slot after now
+    (skipped,) = DispatchedSlot.objects.filter(probe=probe)
+    assert skipped.state == "skipped" and "not run late" in skipped.reason
+    assert skipped.slot_at == NOW - timedelta(minutes=10, seconds=5)
+    # The next tick finds nothing; the slot after now runs on time.
+    assert dispatch.dispatch_due(lambda slot: None, NOW + timedelta(seconds=5)) == []
+    (slot,) = dispatch.dispatch_due(lambda slot: None, NOW + timedelta(seconds=55))
+    assert slot.slot_at == NOW + timedelta(seconds=55)
+
+
+def test_a_slot_a_tick_late_still_runs(make_probe):
+    probe = make_probe(interval_s=60)
+    due([probe], NOW - timedelta(seconds=4))
+    (slot,) = dispatch.dispatch_due(lambda slot: None, NOW)
+    assert slot.slot_at == NOW - timedelta(seconds=4)
+
+
+def test_shortening_the_interval_long_after_the_last_slot_does_not_replay_missed_slots(
+    make_probe,
+):
+    probe = make_probe(interval_s=900)
+    due([probe], NOW - timedelta(seconds=1))
+    dispatch.dispatch_due(lambda slot: None, NOW)
+    probe.refresh_from_db()
+    probe.interval_s = 10  # the admin edit, six minutes later
+    probe.save()
+
+    later = NOW + timedelta(minutes=6)
+    sent = []
+    for tick in range(8):  # 40 s of ticks: no burst, one run per 10 s at most
+        sent += dispatch.dispatch_due(lambda slot: None, later + timedelta(seconds=5 * tick))
+    starts = sorted(s.slot_at for s in sent)
+    assert len(starts) == 4 and starts[0] >= later  # slots at +9, +19, +29, +39 s
+    assert all(b - a >= timedelta(seconds=10) for a, b in itertools.pairwise(starts))
 
 
 @pytest.mark.django_db(transaction=True)
