@@ -1,10 +1,13 @@
 """The seed catalog: real providers with their public base URLs, model ids, list prices and
 published speed claims, plus the simulated demo providers.
 
-Loading is idempotent and never undoes an operator's edits: rows are found by their natural
-keys and created when missing; an existing provider, endpoint or probe is left as the admin
-left it (enabled, key, intervals). Prices are history: a seed price with a new effective
-date adds a row, an existing row is never rewritten.
+Loading is idempotent and never undoes an operator's edits. Every row the catalog adds
+has a stable key (`provider:groq`, `endpoint:groq/llama-3.3-70b-versatile`, …), kept on the
+row (`catalog_key`) and in the CatalogRecord ledger of everything it ever added. A reload
+adds only keys it never added before: a row the operator renamed is found by its key and
+left as it is, a row the operator deleted stays deleted (the report says what it skipped).
+Prices are history: a seed price with a new effective date adds a row, an existing row is
+never rewritten.
 
 Prices and model ids are the providers' public list figures AS OF `CATALOG_AS_OF`; check
 each provider's pricing page (the `source_url`) before relying on them.
@@ -19,7 +22,16 @@ from decimal import Decimal
 from django.db import transaction
 from django.utils.text import slugify
 
-from probes.models import CanonicalModel, Claim, Endpoint, Price, Probe, Provider, Workload
+from probes.models import (
+    CanonicalModel,
+    CatalogRecord,
+    Claim,
+    Endpoint,
+    Price,
+    Probe,
+    Provider,
+    Workload,
+)
 from probes.simulator.profiles import BUILTIN, Profile
 from probes.workloads import WORKLOADS
 
@@ -361,6 +373,8 @@ DEMO_CLAIM_SOURCE = "Simulator profile setting"
 @dataclass
 class LoadReport:
     created: dict[str, int] = field(default_factory=dict)
+    # Keys the catalog added once and the operator deleted since: not re-created.
+    skipped: list[str] = field(default_factory=list)
 
     def add(self, kind: str, created: bool) -> None:
         self.created[kind] = self.created.get(kind, 0) + int(created)
@@ -370,6 +384,48 @@ class LoadReport:
 
     def __str__(self) -> str:
         return ", ".join(f"{n} new {kind}" for kind, n in self.created.items() if n)
+
+    def skipped_summary(self) -> str:
+        if not self.skipped:
+            return ""
+        shown = ", ".join(self.skipped[:10]) + (" …" if len(self.skipped) > 10 else "")
+        return f"skipped {len(self.skipped)} row(s) you deleted: {shown}"
+
+
+def _keyed(model, key: str, natural: dict, defaults: dict, kind: str, report: LoadReport):
+    """The catalog's row for `key`, or None when the operator deleted it.
+
+    Found by the key it carries (whatever was renamed since); a row from before keys is
+    adopted by its natural key; created only if the catalog never added `key`.
+    """
+    row = model.objects.filter(catalog_key=key).first()
+    if row is not None:
+        return row
+    if CatalogRecord.objects.filter(key=key).exists():
+        report.skipped.append(key)
+        return None
+    row = model.objects.filter(**natural).first()
+    if row is None:
+        row = model.objects.create(**natural, **defaults, catalog_key=key)
+        report.add(kind, True)
+    elif not row.catalog_key:
+        row.catalog_key = key
+        row.save(update_fields=["catalog_key"])
+    CatalogRecord.objects.create(key=key)
+    return row
+
+
+def _recorded(key: str, find, create, kind: str, report: LoadReport) -> None:
+    """A keyless row (a price, a claim) the catalog adds once: never again once deleted."""
+    exists = find().exists()
+    if CatalogRecord.objects.filter(key=key).exists():
+        if not exists:
+            report.skipped.append(key)
+        return
+    if not exists:
+        create()
+        report.add(kind, True)
+    CatalogRecord.objects.create(key=key)
 
 
 def load_workloads(report: LoadReport) -> list[Workload]:
@@ -412,27 +468,35 @@ def _canonical(name: str, report: LoadReport) -> CanonicalModel:
     return model
 
 
-def _endpoint(provider: Provider, seed: Seed, source_url: str, report: LoadReport) -> Endpoint:
-    endpoint, created = Endpoint.objects.get_or_create(
-        provider=provider,
-        model_id=seed.model_id,
-        defaults={"canonical_model": _canonical(seed.model, report)},
+def _endpoint(
+    provider: Provider, seed: Seed, source_url: str, report: LoadReport
+) -> Endpoint | None:
+    key = f"endpoint:{provider.catalog_key.partition(':')[2]}/{seed.model_id}"
+    endpoint = _keyed(
+        Endpoint,
+        key,
+        {"provider": provider, "model_id": seed.model_id},
+        {"canonical_model": _canonical(seed.model, report)},
+        "endpoints",
+        report,
     )
-    report.add("endpoints", created)
-    if seed.input_per_m is not None:
-        _, created = Price.objects.get_or_create(
-            endpoint=endpoint,
-            effective_from=CATALOG_AS_OF,
-            defaults={
-                "input_per_m": Decimal(seed.input_per_m),
-                "output_per_m": Decimal(seed.output_per_m),
-                "cached_input_per_m": Decimal(seed.cached_input_per_m)
+    if endpoint is not None and seed.input_per_m is not None:
+        _recorded(
+            f"price:{key.partition(':')[2]}/{CATALOG_AS_OF}",
+            lambda: Price.objects.filter(endpoint=endpoint, effective_from=CATALOG_AS_OF),
+            lambda: Price.objects.create(
+                endpoint=endpoint,
+                effective_from=CATALOG_AS_OF,
+                input_per_m=Decimal(seed.input_per_m),
+                output_per_m=Decimal(seed.output_per_m),
+                cached_input_per_m=Decimal(seed.cached_input_per_m)
                 if seed.cached_input_per_m
                 else None,
-                "source_url": source_url,
-            },
+                source_url=source_url,
+            ),
+            "prices",
+            report,
         )
-        report.add("prices", created)
     return endpoint
 
 
@@ -446,30 +510,39 @@ def _probes(
     """One probe per workload; `interval_s` None means the seed intervals."""
     for workload in workloads:
         every = interval_s or SEED_INTERVAL_OVERRIDES_S.get(workload.slug, SEED_INTERVAL_S)
-        _, created = Probe.objects.get_or_create(
-            endpoint=endpoint,
-            workload=workload,
-            region=region,
-            defaults={"interval_s": every, "jitter_s": min(10, every // 6)},
+        _keyed(
+            Probe,
+            f"probe:{endpoint.catalog_key.partition(':')[2]}/{workload.slug}/{region}",
+            {"endpoint": endpoint, "workload": workload, "region": region},
+            {"interval_s": every, "jitter_s": min(10, every // 6)},
+            "probes",
+            report,
         )
-        report.add("probes", created)
 
 
 def _claim(provider: Provider, seed: ClaimSeed, report: LoadReport) -> None:
-    _, created = Claim.objects.get_or_create(
-        provider=provider,
-        canonical_model=_canonical(seed.model, report),
-        metric=seed.metric,
-        source_title=seed.source_title,
-        defaults={
-            "value": seed.value,
-            "value_high": seed.value_high,
-            "source_url": seed.source_url,
-            "published_on": seed.published_on,
-            "notes": seed.notes,
-        },
+    model = _canonical(seed.model, report)
+    natural = {
+        "provider": provider,
+        "canonical_model": model,
+        "metric": seed.metric,
+        "source_title": seed.source_title,
+    }
+    _recorded(
+        f"claim:{provider.catalog_key.partition(':')[2]}/{model.slug}/{seed.metric}/"
+        f"{seed.source_title}"[:200],
+        lambda: Claim.objects.filter(**natural),
+        lambda: Claim.objects.create(
+            **natural,
+            value=seed.value,
+            value_high=seed.value_high,
+            source_url=seed.source_url,
+            published_on=seed.published_on,
+            notes=seed.notes,
+        ),
+        "claims",
+        report,
     )
-    report.add("claims", created)
 
 
 @transaction.atomic
@@ -479,9 +552,12 @@ def load_catalog(region: str) -> LoadReport:
     report = LoadReport()
     workloads = load_workloads(report)
     for seed in PROVIDERS:
-        provider, created = Provider.objects.get_or_create(
-            slug=slugify(seed.name),
-            defaults={
+        slug = slugify(seed.name)
+        provider = _keyed(
+            Provider,
+            f"provider:{slug}",
+            {"slug": slug},
+            {
                 "name": seed.name,
                 "api_style": seed.api_style,
                 "base_url": seed.base_url,
@@ -493,11 +569,15 @@ def load_catalog(region: str) -> LoadReport:
                 "notes": seed.notes,
                 "enabled": False,
             },
+            "providers",
+            report,
         )
-        report.add("providers", created)
+        if provider is None:
+            continue  # deleted by the operator: so are its endpoints, probes and claims
         for endpoint_seed in seed.endpoints:
             endpoint = _endpoint(provider, endpoint_seed, seed.pricing_url, report)
-            _probes(endpoint, workloads, region, report)
+            if endpoint is not None:
+                _probes(endpoint, workloads, region, report)
         for claim_seed in seed.claims:
             _claim(provider, claim_seed, report)
     return report
@@ -515,9 +595,11 @@ def load_demo(region: str, simulator_url: str) -> LoadReport:
     base_url = simulator_url.rstrip("/") + "/v1"
     for seed in DEMO_PROVIDERS:
         notes = f"{seed.notes} Served by Inferwatch's simulator; not a real vendor."
-        provider, created = Provider.objects.get_or_create(
-            slug=seed.slug,
-            defaults={
+        provider = _keyed(
+            Provider,
+            f"provider:{seed.slug}",
+            {"slug": seed.slug},
+            {
                 "name": seed.name,
                 "base_url": base_url,
                 "requires_key": False,
@@ -526,8 +608,11 @@ def load_demo(region: str, simulator_url: str) -> LoadReport:
                 "max_concurrency": 4,
                 "notes": notes,
             },
+            "providers",
+            report,
         )
-        report.add("providers", created)
+        if provider is None:
+            continue
         wanted = {"name": seed.name, "base_url": base_url, "notes": notes, "simulated": True}
         stale = [name for name, value in wanted.items() if getattr(provider, name) != value]
         if stale:
@@ -536,6 +621,8 @@ def load_demo(region: str, simulator_url: str) -> LoadReport:
             provider.save(update_fields=[*stale, "updated"])
         endpoint_seed = Seed(seed.profile, DEMO_MODEL, seed.input_per_m, seed.output_per_m)
         endpoint = _endpoint(provider, endpoint_seed, "", report)
+        if endpoint is None:
+            continue
         _probes(endpoint, workloads, region, report, interval_s=DEMO_INTERVAL_S)
         _demo_claim(endpoint, BUILTIN[seed.profile], report)
     return report

@@ -14,7 +14,16 @@ from probes.catalog import (
     load_catalog,
     load_demo,
 )
-from probes.models import CanonicalModel, Claim, Endpoint, Price, Probe, Provider, Workload
+from probes.models import (
+    CanonicalModel,
+    CatalogRecord,
+    Claim,
+    Endpoint,
+    Price,
+    Probe,
+    Provider,
+    Workload,
+)
 from probes.simulator.profiles import BUILTIN
 from probes.workloads import WORKLOADS
 
@@ -204,3 +213,47 @@ def test_a_newer_seed_price_is_added_to_the_history_not_written_over(monkeypatch
     assert endpoint.prices.count() == 2
     assert endpoint.price_at(date(2029, 12, 31)) == old_price
     assert endpoint.price_at(date(2030, 1, 1)).effective_from == date(2030, 1, 1)
+
+
+def test_a_reload_never_re_creates_what_the_operator_renamed_or_deleted():
+    load_catalog("local")
+    template = Endpoint.objects.get(provider__slug="llamacpp-local")
+    template.model_id = "qwen2.5-0.5b-instruct"  # the user's tiny server
+    template.save()
+    Provider.objects.get(slug="ollama-local").delete()
+    Probe.objects.filter(endpoint__provider__slug="groq", workload__slug="long-10k").delete()
+    Price.objects.filter(endpoint__provider__slug="openai").delete()
+    before = counts()
+
+    out = io.StringIO()
+    call_command("load_catalog", stdout=out)
+
+    assert counts() == before
+    assert not Endpoint.objects.filter(model_id="llama-3.1-8b-instruct").exists()
+    assert Endpoint.objects.get(provider__slug="llamacpp-local").catalog_key == (
+        "endpoint:llamacpp-local/llama-3.1-8b-instruct"
+    )
+    text = out.getvalue()
+    assert "up to date" in text and "skipped" in text
+    assert "provider:ollama-local" in text and "probe:groq/" in text
+
+
+def test_a_reload_adds_what_it_never_added_before():
+    load_catalog("local")
+    Probe.objects.filter(region="local").delete()  # deleted: stays deleted
+    report = load_catalog("eu-west")  # a new region was never added: it is
+    assert Probe.objects.filter(region="eu-west").count() > 0
+    assert not Probe.objects.filter(region="local").exists()
+    assert "new probes" in str(report)
+
+
+def test_rows_from_before_catalog_keys_are_adopted_not_duplicated():
+    load_catalog("local")
+    Provider.objects.update(catalog_key="")
+    Endpoint.objects.update(catalog_key="")
+    Probe.objects.update(catalog_key="")
+    CatalogRecord.objects.all().delete()
+    before = counts()
+    assert str(load_catalog("local")) == ""
+    assert counts() == before
+    assert not Provider.objects.filter(catalog_key="").exists()

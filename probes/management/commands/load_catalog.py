@@ -35,8 +35,12 @@ class Command(BaseCommand):
             raise CommandError(f"--region {region!r}: {exc.messages[0]}") from None
         report = load_catalog(region)
         self.stdout.write(f"Catalog (prices as of {CATALOG_AS_OF}): {report or 'up to date'}")
+        if report.skipped:
+            self.stdout.write(f"Catalog: {report.skipped_summary()}")
         if demo:
             report = load_demo(region, settings.SIMULATOR_URL)
             self.stdout.write(
                 f"Demo (simulated, at {settings.SIMULATOR_URL}): {report or 'up to date'}"
             )
+            if report.skipped:
+                self.stdout.write(f"Demo: {report.skipped_summary()}")
