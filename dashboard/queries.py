@@ -262,6 +262,10 @@ class Agg:
     last_run_at: datetime | None = None
     sum_output_tokens: int = 0
     sum_cost_usd: Decimal = Decimal(0)
+    # The raw values added one by one (add_value), per metric: while a metric has only
+    # those (no rolled-up histogram merged in), its percentiles are exact, not a bucket's.
+    exact: dict[str, list[float]] = field(default_factory=dict, repr=False)
+    rolled_up: set[str] = field(default_factory=set, repr=False)
     # Sorted buckets and running counts per metric, built on the first percentile asked.
     _cdf: dict[str, tuple[list[int], list[int]]] = field(
         default_factory=dict, repr=False, compare=False
@@ -276,6 +280,8 @@ class Agg:
             last_run_at=self.last_run_at,
             sum_output_tokens=self.sum_output_tokens,
             sum_cost_usd=self.sum_cost_usd,
+            exact={m: list(v) for m, v in self.exact.items()},
+            rolled_up=set(self.rolled_up),
         )
 
     def add_counts(self, status_counts: Mapping[str, int]) -> None:
@@ -284,6 +290,8 @@ class Agg:
 
     def add_hist(self, metric: str, hist: Mapping[str, int]) -> None:
         self._cdf.pop(metric, None)
+        if hist:
+            self.rolled_up.add(metric)
         target = self.hists[metric]
         if not target:  # the common first merge: a copy, at C speed
             target.update(hist)
@@ -297,6 +305,7 @@ class Agg:
             key = str(histogram.bucket_of(value))
             target = self.hists[metric]
             target[key] = target.get(key, 0) + 1
+            self.exact.setdefault(metric, []).append(value)
 
     def seen(self, at: datetime | None) -> None:
         if at and (self.last_run_at is None or at > self.last_run_at):
@@ -307,7 +316,13 @@ class Agg:
         self.ok_runs += other.ok_runs
         self.add_counts(other.status_counts)
         for metric, hist in other.hists.items():
-            self.add_hist(metric, hist)
+            self._cdf.pop(metric, None)
+            target = self.hists[metric]
+            for key, n in hist.items():
+                target[key] = target.get(key, 0) + n
+        self.rolled_up |= other.rolled_up
+        for metric, values in other.exact.items():
+            self.exact.setdefault(metric, []).extend(values)
         self.seen(other.last_run_at)
         self.sum_output_tokens += other.sum_output_tokens
         self.sum_cost_usd += other.sum_cost_usd
@@ -317,8 +332,13 @@ class Agg:
         return self.ok_runs / self.runs if self.runs else None
 
     def percentile(self, metric: str, q: float) -> float | None:
-        """As histogram.percentile (nearest rank on buckets), memoised per metric: pages
-        ask several percentiles of the same histogram."""
+        """Nearest rank: on the exact values while the metric has only raw ones, else as
+        histogram.percentile on buckets (within histogram.RELATIVE_ERROR), memoised per
+        metric: pages ask several percentiles of the same histogram."""
+        values = self.exact.get(metric)
+        if values and metric not in self.rolled_up:
+            ordered = sorted(values)
+            return ordered[max(1, math.ceil(q / 100 * len(ordered))) - 1]
         if metric not in self._cdf:
             pairs = sorted([(int(k), n) for k, n in self.hists[metric].items()])
             self._cdf[metric] = ([k for k, _ in pairs], list(accumulate(n for _, n in pairs)))

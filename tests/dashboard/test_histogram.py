@@ -1,12 +1,14 @@
+import importlib
 import math
 import random
 
 import pytest
 
 from dashboard import histogram
+from dashboard.queries import Agg
 
-# Half a bucket's width: the most a percentile read from a bucket can be off by.
-HALF_BUCKET = 10 ** (1 / (2 * histogram.BUCKETS_PER_DECADE)) - 1
+# The most a percentile read from a bucket can be off by (DDSketch's alpha).
+HALF_BUCKET = histogram.RELATIVE_ERROR
 
 
 def exact_percentile(values: list[float], q: float) -> float:
@@ -45,3 +47,44 @@ def test_tiny_values_fall_into_the_first_bucket_instead_of_a_negative_index():
     assert histogram.bucket_of(0) == 0
     assert histogram.bucket_of(-5) == 0
     assert histogram.build([0.0, 0.001])["0"] == 2
+
+
+def test_the_relative_error_is_stated_and_at_most_half_a_percent():
+    assert histogram.RELATIVE_ERROR <= 0.005
+    assert pytest.approx(0.0023, abs=0.0001) == histogram.RELATIVE_ERROR
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_any_single_value_reads_back_within_the_stated_error(seed):
+    rng = random.Random(seed)
+    for _ in range(2000):
+        value = 10 ** rng.uniform(-1, 6)
+        read = histogram.percentile(histogram.build([value]), 50)
+        assert abs(read - value) / value <= histogram.RELATIVE_ERROR * (1 + 1e-9)
+
+
+def test_a_2100_tok_s_simulator_reads_2100_not_2113():
+    runs = [2100.0, 2101.2, 2102.5, 2103.0]
+    median = histogram.percentile(histogram.build(runs), 50)
+    assert round(median / 2100, 2) == 1.00  # "measured 100 %", not 101 %
+    assert 2100 * (1 - histogram.RELATIVE_ERROR) <= median <= 2103 * (1 + histogram.RELATIVE_ERROR)
+
+
+def test_stored_histograms_are_reindexed_to_the_finer_buckets():
+    migration = importlib.import_module("dashboard.migrations.0004_histograms_ddsketch_buckets")
+    old = {"532": 3}  # 100 buckets per decade: [2089, 2138), read as 2,113
+    ((key, n),) = migration._reindex(old, 1 / 100, 1 / 500).items()
+    assert n == 3
+    assert histogram.bucket_value(int(key)) == pytest.approx(2113.5, rel=histogram.RELATIVE_ERROR)
+
+
+def test_raw_runs_give_exact_percentiles_and_rollups_bucketed_ones():
+    raw = Agg()
+    for value in (81.2, 83.0, 86.4):
+        raw.add_value("ttft_ms", value)
+    assert raw.percentile("ttft_ms", 50) == 83.0  # exact: a run's own value
+    rolled = Agg()
+    rolled.add_hist("ttft_ms", histogram.build([81.2, 83.0, 86.4]))
+    rolled.merge(raw)
+    assert rolled.percentile("ttft_ms", 50) == pytest.approx(83.0, rel=histogram.RELATIVE_ERROR)
+    assert rolled.percentile("ttft_ms", 50) != 83.0
