@@ -82,16 +82,49 @@ def _short_labels(rows: Sequence[Row]) -> list[str]:
     ]
 
 
-def _scatter(rows: Sequence[Row], x: str, y: str, title: str) -> dict:
+def _empty(fig: dict, message: str) -> dict:
+    """A chart with nothing to draw says why, instead of showing bare axes (−1…6)."""
+    fig["layout"]["xaxis"] = {**fig["layout"].get("xaxis", {}), "visible": False}
+    fig["layout"]["yaxis"] = {**fig["layout"].get("yaxis", {}), "visible": False}
+    fig["layout"]["annotations"] = [
+        {
+            "text": message,
+            "xref": "paper",
+            "yref": "paper",
+            "x": 0.5,
+            "y": 0.5,
+            "showarrow": False,
+            "font": {"size": 13, "color": "#6b7280"},
+        }
+    ]
+    fig["layout"]["meta"] = {"empty": True}
+    return fig
+
+
+def _padded(values: Sequence[float], share: float = 0.12) -> list[float]:
+    """An axis range with room around the points, so labels beside them are not clipped
+    at the chart's edge."""
+    lo, hi = min(values), max(values)
+    pad = (hi - lo) * share or abs(hi) * share or 1.0
+    return [lo - pad, hi + pad]
+
+
+def _scatter(rows: Sequence[Row], x: str, y: str, title: str, empty: str) -> dict:
     points = [
         r for r in rows if getattr(r, x) is not None and getattr(r, y) is not None and r.samples
     ]
     fig = _figure(title, showlegend=False, xaxis=_axis(x), yaxis=_axis(y))
+    if not points:
+        return _empty(fig, empty)
+    xs = [float(getattr(r, x)) for r in points]
+    ys = [float(getattr(r, y)) for r in points]
+    fig["layout"]["xaxis"]["range"] = _padded(xs)
+    fig["layout"]["yaxis"]["range"] = _padded(ys, share=0.18)  # labels sit above points
     fig["data"].append(
         dict(
             type="scatter",
-            x=[float(getattr(r, x)) for r in points],
-            y=[float(getattr(r, y)) for r in points],
+            x=xs,
+            y=ys,
             text=_short_labels(points),
             customdata=[_label(r) for r in points],
             mode="markers+text",
@@ -112,18 +145,38 @@ def _scatter(rows: Sequence[Row], x: str, y: str, title: str) -> dict:
 
 def speed_vs_price(rows: Sequence[Row]) -> dict:
     """Output speed (median) against blended price: up and left is better."""
-    return _scatter(rows, "blended_price", "output_tps", "Output speed vs blended price")
+    return _scatter(
+        rows,
+        "blended_price",
+        "output_tps",
+        "Output speed vs blended price",
+        "No endpoint shown has a price yet: add list prices in the admin (Endpoints).",
+    )
 
 
 def ttft_vs_speed(rows: Sequence[Row]) -> dict:
     """Time to first token against output speed: down and right is better."""
-    return _scatter(rows, "output_tps", "ttft_ms", "TTFT vs output speed")
+    return _scatter(
+        rows, "output_tps", "ttft_ms", "TTFT vs output speed", "No measured runs in this window."
+    )
 
 
-def history(histories: Sequence[EndpointHistory], metric: str) -> dict:
-    """Median line per endpoint with its p25–p75 band."""
+Span = tuple[datetime, datetime]
+
+
+def _window_axis(span: Span | None) -> dict:
+    """The x axis spans the whole window, whatever the data: one point must not become
+    an axis of "11:59:59.999 … 12:00:00.0005"."""
+    return _grid(range=[span[0].isoformat(), span[1].isoformat()], type="date") if span else _grid()
+
+
+def history(histories: Sequence[EndpointHistory], metric: str, span: Span | None = None) -> dict:
+    """Median line per endpoint with its p25–p75 band, over the whole window."""
     fig = _figure(
-        f"{METRICS[metric].label}, median and p25–p75", xaxis=_grid(), yaxis=_axis(metric)
+        f"{METRICS[metric].label}, median and p25–p75",
+        xaxis=_window_axis(span),
+        # From zero: a single point would otherwise get a range of ±1 around itself.
+        yaxis={**_axis(metric), "rangemode": "tozero"},
     )
     for i, h in enumerate(histories):
         points = h.series.get(metric, [])
@@ -178,14 +231,16 @@ def history(histories: Sequence[EndpointHistory], metric: str) -> dict:
                 ),
             )
         )
+    if not fig["data"]:
+        return _empty(fig, "No successful runs in this window.")
     return fig
 
 
-def availability(histories: Sequence[EndpointHistory]) -> dict:
-    """Success rate per time bucket, one line per endpoint."""
+def availability(histories: Sequence[EndpointHistory], span: Span | None = None) -> dict:
+    """Success rate per time bucket, one line per endpoint, over the whole window."""
     fig = _figure(
         "Availability (success rate)",
-        xaxis=_grid(),
+        xaxis=_window_axis(span),
         yaxis=_grid(tickformat=".0%", range=[0, 1.05]),
     )
     for i, h in enumerate(histories):
@@ -204,6 +259,8 @@ def availability(histories: Sequence[EndpointHistory]) -> dict:
                 hovertemplate="%{x}<br>%{y:.1%} of %{customdata} runs<extra></extra>",
             )
         )
+    if not fig["data"]:
+        return _empty(fig, "No runs in this window.")
     return fig
 
 
@@ -269,6 +326,8 @@ def token_timeline(timeline: dict | None) -> dict:
                     hovertemplate="%{x:,.1f} ms · %{y} tokens<extra>" + name + "</extra>",
                 )
             )
+    if not events:
+        return _empty(fig, "No output arrived: the run ended before its first token.")
     if events:
         first = events[0].t_ms
         fig["layout"]["shapes"] = [
@@ -313,6 +372,8 @@ def gap_histogram(timeline: dict | None) -> dict:
         xaxis=_grid(title={"text": "gap (ms)"}),
         yaxis=_grid(title={"text": "events"}),
     )
+    if not gaps:
+        return _empty(fig, "Fewer than two output events: no gaps to show.")
     fig["data"].append(
         {"type": "histogram", "x": gaps, "marker": {"color": ANSWER}, "name": "gaps", "nbinsx": 40}
     )

@@ -9,6 +9,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.template import TemplateDoesNotExist
 from django.template.loader import get_template
+from django.utils import timezone
 from django.views.decorators.http import require_safe
 from django.views.decorators.vary import vary_on_headers
 
@@ -84,6 +85,8 @@ def _history_context(request: HttpRequest, endpoints: list[Endpoint]) -> dict:
     histories = queries.history(
         endpoints, window=filters.window, workload=filters.workload, region=filters.region
     )
+    now = timezone.now()
+    span = (now - queries.HISTORY_WINDOWS[filters.window], now)
     totals = queries.Agg()
     for h in histories:
         totals.merge(h.totals)
@@ -94,8 +97,10 @@ def _history_context(request: HttpRequest, endpoints: list[Endpoint]) -> dict:
         "workloads": Workload.objects.all(),
         "regions": queries.regions(),
         "histories": histories,
-        "history_charts": [(f"history-{m}", charts.history(histories, m)) for m in HISTORY_METRICS],
-        "availability_chart": charts.availability(histories),
+        "history_charts": [
+            (f"history-{m}", charts.history(histories, m, span)) for m in HISTORY_METRICS
+        ],
+        "availability_chart": charts.availability(histories, span),
         "totals": totals,
         "breakdown": queries.status_breakdown(totals),
         "status_meanings": STATUS_MEANINGS,

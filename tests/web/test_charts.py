@@ -9,7 +9,7 @@ import pytest
 
 from dashboard import charts, queries
 
-from .conftest import make_timeline
+from .conftest import make_run, make_timeline
 
 
 def valid(figure: dict) -> go.Figure:
@@ -64,3 +64,40 @@ def test_a_sparkline_scales_to_its_own_range():
     assert xs_ys[1] == pytest.approx((2 + 96 * 2 / 3, 2.0))  # highest at the top
     assert line.last == 20
     assert not charts.sparkline(points[:1])  # one point draws nothing
+
+
+def test_a_history_with_one_point_still_spans_its_whole_window(catalog):
+    endpoint = catalog["endpoints"]["fast"]
+    make_run(endpoint, catalog["workload"], ago=timedelta(minutes=5), output_tps=1.5)
+    histories = queries.history([endpoint], window="24h")
+    now = datetime.now(UTC)
+    span = (now - timedelta(hours=24), now)
+    figure = valid(charts.history(histories, "output_tps", span))
+    start, end = (datetime.fromisoformat(t) for t in figure.layout.xaxis.range)
+    assert end - start == timedelta(hours=24)  # not a millisecond around the point
+    assert figure.layout.yaxis.rangemode == "tozero"
+    assert valid(charts.availability(histories, span)).layout.xaxis.range
+
+
+def test_charts_with_nothing_to_draw_say_why(catalog):
+    board = queries.leaderboard(queries.parse_filters({}))  # no runs at all
+    for figure, words in (
+        (charts.speed_vs_price(board.rows), "has a price"),
+        (charts.ttft_vs_speed(board.rows), "No measured runs"),
+        (charts.token_timeline(None), "before its first token"),
+        (charts.gap_histogram(None), "no gaps"),
+        (charts.history([], "output_tps"), "No successful runs"),
+    ):
+        layout = valid(figure).layout
+        assert words in layout.annotations[0].text
+        assert layout.xaxis.visible is False and layout.yaxis.visible is False
+
+
+def test_scatter_labels_have_room_inside_the_axes(history):
+    board = queries.leaderboard(queries.parse_filters({}))
+    figure = charts.ttft_vs_speed(board.rows)
+    (trace,) = figure["data"]
+    lo, hi = figure["layout"]["xaxis"]["range"]
+    assert lo < min(trace["x"]) and max(trace["x"]) < hi
+    lo, hi = figure["layout"]["yaxis"]["range"]
+    assert max(trace["y"]) + 0.1 * (max(trace["y"]) - min(trace["y"])) < hi  # room above
