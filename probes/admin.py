@@ -13,6 +13,7 @@ from django.contrib import admin, messages
 from django.db.models import Count
 from django.http import HttpRequest
 from django.urls import path
+from django.utils.html import format_html
 
 from probes import admin_actions, admin_add_endpoint, onboarding
 from probes.models import (
@@ -312,22 +313,42 @@ class ProbeForm(forms.ModelForm):
 @admin.register(Probe)
 class ProbeAdmin(admin.ModelAdmin):
     form = ProbeForm
-    list_display = [
-        "__str__",
-        "region",
-        "interval_s",
-        "enabled",
-        "next_run_at",
-        "last_dispatched_at",
-    ]
+    # Compact columns: with the admin's navigation and filter sidebars, the list must fit
+    # a laptop screen (1,400 px) without hiding its last columns.
+    list_display = ["target", "region", "interval_s", "enabled", "applicable", "schedule"]
     list_editable = ["interval_s", "enabled"]
     list_filter = ["enabled", "region", "workload", "endpoint__provider"]
     list_select_related = ["endpoint__provider", "workload"]
+    list_per_page = 50
     search_fields = ["endpoint__model_id", "endpoint__provider__name", "workload__slug"]
     autocomplete_fields = ["endpoint"]
     readonly_fields = ["last_dispatched_at"]
     # Operator actions live in probes/admin_actions.py.
     actions: list = [admin_actions.run_now]
+
+    @admin.display(description="probe", ordering="endpoint__provider__name")
+    def target(self, probe: Probe) -> str:
+        tokens = f" · max {probe.max_tokens} tokens" if probe.max_tokens else ""
+        return format_html(
+            "{} · {}<br><small>{}{}</small>",
+            probe.endpoint.provider.name,
+            probe.endpoint.model_id,
+            probe.workload.slug,
+            tokens,
+        )
+
+    @admin.display(description="fits", boolean=True)
+    def applicable(self, probe: Probe) -> bool:
+        return probe.applicable
+
+    @admin.display(description="next · last run", ordering="next_run_at")
+    def schedule(self, probe: Probe) -> str:
+        last = probe.last_dispatched_at
+        return format_html(
+            "{}<br><small>{}</small>",
+            f"{probe.next_run_at:%m-%d %H:%M:%S}",
+            f"{last:%m-%d %H:%M:%S}" if last else "never",
+        )
 
     def get_changelist_form(self, request: HttpRequest, **kwargs):
         # The list's inline-edited intervals get the same clear messages as the change form.

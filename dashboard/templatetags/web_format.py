@@ -8,6 +8,8 @@ from decimal import Decimal
 from django import template
 from django.http import QueryDict
 
+from dashboard.web.definitions import METRICS
+
 register = template.Library()
 
 DASH = "—"
@@ -90,3 +92,10 @@ def field_value(value) -> str:
         value = float(value)
         return f"{value:,.1f}" if abs(value) >= 1 else f"{value:.3g}"
     return str(value)
+
+
+@register.filter
+def metric_label(key: str) -> str:
+    """A metric's human name ("Output speed"), never its raw key (output_tps)."""
+    metric = METRICS.get(key)
+    return metric.label if metric else key

@@ -48,6 +48,14 @@ def _choices() -> dict:
         "workloads": Workload.objects.all(),
         "windows": list(queries.LEADERBOARD_WINDOWS),
         "regions": queries.regions(),
+        # What each filter shows when the URL does not name it (static/js/filters.js
+        # re-syncs the dropdowns from the URL after Back).
+        "defaults": {
+            "model": queries.ALL,
+            "workload": queries.default_workload(),
+            "window": queries.DEFAULT_WINDOW,
+            "region": queries.ALL,
+        },
     }
 
 

@@ -13,8 +13,10 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
+from django.utils import timezone
 
 from dashboard import heartbeat
+from dashboard.alerts.models import AlertEvent, AlertRule
 from probes.simulator import start_in_process
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -365,3 +367,56 @@ def test_a_local_server_goes_from_one_form_to_the_leaderboard(staff_page, local_
     greyed = page.locator("#leaderboard-table tbody tr.not-applicable")
     assert greyed.count() == 1
     assert "Not applicable" in greyed.inner_text()
+
+
+# -- small fixes, seen in the browser -----------------------------------------------------
+
+
+def test_back_after_filtering_restores_the_dropdowns_too(page, history):
+    page.goto(page.base + "/")
+    page.select_option("select[name=model]", "gpt-oss-120b")
+    page.wait_for_url("**model=gpt-oss-120b**")
+    page.select_option("select[name=window]", "7d")
+    page.wait_for_url("**window=7d**")
+
+    page.go_back()
+    page.wait_for_function("!location.search.includes('window=7d')")
+    page.wait_for_function("document.querySelector('select[name=window]').value === '72h'")
+    assert page.input_value("select[name=model]") == "gpt-oss-120b"
+    page.go_back()
+    page.wait_for_function("!location.search.includes('model=')")
+    page.wait_for_function("document.querySelector('select[name=model]').value === 'all'")
+    assert page.input_value("select[name=window]") == "72h"
+
+
+def test_the_claims_column_names_the_metric_for_people(page, history):
+    page.goto(page.base + "/")
+    claim = page.locator("#leaderboard-table .claim-metric").first
+    assert claim.inner_text() == "Output speed"
+
+
+def test_the_admin_probe_list_shows_every_column_on_a_laptop(staff_page, catalog):
+    page = staff_page
+    page.set_viewport_size({"width": 1400, "height": 900})
+    page.goto(page.base + "/admin/probes/probe/")
+    screenshot(page, "admin-probes-1400", full_page=False)
+    last = page.locator("#result_list thead th").last.bounding_box()
+    assert last["x"] + last["width"] <= 1400
+    assert fits_sideways(page, "#changelist .results")
+
+
+def test_the_alerts_page_has_the_site_title_and_a_styled_firing_badge(page, catalog):
+    rule = AlertRule.objects.create(
+        name="TTFT regression", metric="ttft_ms", condition="regression", regression_pct=50
+    )
+    AlertEvent.objects.create(
+        rule=rule, rule_name=rule.name, condition_label=rule.condition_label,
+        metric="ttft_ms", endpoint=catalog["endpoints"]["fast"], workload=catalog["workload"],
+        region="eu-west", started_at=timezone.now(), recent_value=512.0, recent_samples=9,
+        limit_value=301.5,
+    )  # fmt: skip
+    page.goto(page.base + "/alerts/")
+    assert "Inferwatch" in page.title()
+    badge = page.locator(".badge.firing").first
+    background = badge.evaluate("el => getComputedStyle(el).backgroundColor")
+    assert background not in ("rgba(0, 0, 0, 0)", "transparent")

@@ -1,0 +1,25 @@
+// After Back/Forward, htmx restores the page from its history snapshot: the table and
+// URL are right, but a <select>'s chosen option is a property the snapshot does not
+// keep, so the dropdowns would show the page's first load. Re-sync them from the URL
+// (a filter the URL does not name shows its default, data-default).
+(function () {
+  "use strict";
+
+  function syncFilters() {
+    var form = document.getElementById("filters");
+    if (!form) return;
+    var params = new URLSearchParams(window.location.search);
+    form.querySelectorAll("select[name]").forEach(function (select) {
+      var wanted = params.get(select.name) || select.dataset.default || "";
+      if (Array.prototype.some.call(select.options, function (o) { return o.value === wanted; })) {
+        select.value = wanted;
+      }
+    });
+    var sort = document.getElementById("sort-input");
+    if (sort) sort.value = params.get("sort") || "-output_tps";
+  }
+
+  document.addEventListener("htmx:historyRestore", syncFilters);
+  window.addEventListener("popstate", function () { setTimeout(syncFilters, 0); });
+  window.inferwatchSyncFilters = syncFilters;
+})();
