@@ -92,6 +92,13 @@ class AddEndpointForm(forms.Form):
     def clean_provider_name(self) -> str:
         return self.cleaned_data["provider_name"].strip()
 
+    def clean_api_key_env(self) -> str:
+        name = self.cleaned_data["api_key_env"]
+        refusal = secrets.env_name_refusal(name) if name else None
+        if refusal:
+            raise ValidationError(f"API key variable {refusal}.")
+        return name
+
     def clean(self) -> dict:
         data = super().clean()
         if data.get("api_key") and data.get("api_key_env"):

@@ -133,7 +133,7 @@ def test_a_pasted_key_never_comes_back_to_the_page(admin_client, local_server):
         {**filled.dict(), "action": "create", "workloads": filled.getlist("workloads")},
     )
     provider = Provider.objects.get()
-    assert provider.api_key() == secret and provider.requires_key
+    assert provider.resolve_key().value == secret and provider.requires_key
 
 
 def test_the_page_is_for_staff_only(client, local_server):
@@ -215,3 +215,14 @@ def test_a_local_server_added_in_the_provider_form_needs_no_key(admin_client):
 def test_the_provider_form_offers_an_endpoint_row(admin_client):
     response = admin_client.get(reverse("admin:probes_provider_add"))
     assert 'name="endpoints-0-model_id"' in response.content.decode()
+
+
+def test_a_key_variable_that_is_one_of_inferwatchs_own_settings_is_refused(
+    admin_client, local_server
+):
+    response = admin_client.post(
+        reverse("admin:probes_provider_add_endpoint"),
+        form(local_server.base_url, action="test", api_key_env="SECRET_KEY"),
+    )
+    assert "one of Inferwatch&#x27;s own settings" in response.content.decode()
+    assert not Provider.objects.exists()

@@ -50,3 +50,16 @@ def test_the_favicon_is_served_and_linked(client, db):
     assert response.status_code == 301 and response["Location"].endswith("favicon.svg")
     assert client.get(response["Location"]).status_code == 200
     assert 'rel="icon"' in client.get("/").content.decode()
+
+
+def test_the_model_page_shows_each_endpoint_not_one_pooled_median(client, history):
+    page = client.get("/models/llama-33-70b/?window=7d&workload=all")
+    text = page.content.decode()
+    assert 'id="per-endpoint"' in text and 'class="totals"' not in text
+    rows = {
+        h.endpoint.model_id: h.totals.percentile("output_tps", 50)
+        for h in page.context["histories"]
+    }
+    assert len(rows) == 3 and max(rows.values()) > 4 * min(rows.values())  # not one figure
+    for endpoint_id, median in rows.items():
+        assert endpoint_id in text and f"{median:,.0f}" in text
