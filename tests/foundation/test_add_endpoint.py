@@ -226,3 +226,22 @@ def test_a_key_variable_that_is_one_of_inferwatchs_own_settings_is_refused(
     )
     assert "one of Inferwatch&#x27;s own settings" in response.content.decode()
     assert not Provider.objects.exists()
+
+
+def test_admin_messages_keep_provider_names_as_written(admin_client, local_server):
+    provider = Provider.objects.create(
+        name="vLLM (local)", slug="vllm-local", base_url=local_server.base_url,
+        requires_key=False, enabled=True,
+    )  # fmt: skip
+    Endpoint.objects.create(
+        provider=provider,
+        model_id=MODEL,
+        canonical_model=CanonicalModel.objects.create(name="Small", slug="small"),
+    )
+    response = admin_client.post(
+        reverse("admin:probes_provider_changelist"),
+        {"action": "test_connection", "_selected_action": [provider.pk]},
+        follow=True,
+    )
+    text = response.content.decode()
+    assert "vLLM (local) · sim-gpu" in text and "VLLM" not in text
