@@ -245,3 +245,19 @@ def test_admin_messages_keep_provider_names_as_written(admin_client, local_serve
     )
     text = response.content.decode()
     assert "vLLM (local) · sim-gpu" in text and "VLLM" not in text
+
+
+def test_an_endpoint_without_probes_says_so_in_the_admin(admin_client):
+    model = CanonicalModel.objects.create(name="Small", slug="small")
+    data = provider_form(
+        **{
+            "endpoints-TOTAL_FORMS": "1",
+            "endpoints-0-model_id": "tiny-1b",
+            "endpoints-0-canonical_model": str(model.pk),
+            "endpoints-0-enabled": "on",
+        }
+    )
+    response = admin_client.post(reverse("admin:probes_provider_add"), data, follow=True)
+    assert "tiny-1b has no probes: nothing measures it" in response.content.decode()
+    listing = admin_client.get(reverse("admin:probes_endpoint_changelist")).content.decode()
+    assert "none: not measured" in listing
