@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('probes', '0002_dispatched_slot_ledger'),
+        ('probes', '0003_runs_without_non_finite_numbers'),
     ]
 
     operations = [
