@@ -33,6 +33,7 @@ LEADERBOARD_COLUMNS = [
     "model",
     "model_name",
     "model_id",
+    "not_applicable",
     *(f"{m}_p{q}" for m in ROLLUP_METRICS for q in PERCENTILES),
     "blended_price_per_m",
     "success_rate",

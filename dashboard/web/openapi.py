@@ -61,6 +61,10 @@ def _leaderboard_row() -> dict:
         "simulated": {"type": "boolean", "description": "Served by our simulator: demo data."},
         "model": {"type": "string"},
         "model_id": {"type": "string"},
+        "not_applicable": {
+            "type": "boolean",
+            "description": "The workload cannot fit the endpoint's context: never run, no figures.",
+        },
         "blended_price_per_m": _number(METRICS["blended_price"].definition),
         "success_rate": _number(METRICS["success_rate"].definition),
         "samples": {"type": "integer", "description": METRICS["samples"].definition},

@@ -261,3 +261,10 @@ def test_an_endpoint_without_probes_says_so_in_the_admin(admin_client):
     assert "tiny-1b has no probes: nothing measures it" in response.content.decode()
     listing = admin_client.get(reverse("admin:probes_endpoint_changelist")).content.decode()
     assert "none: not measured" in listing
+
+
+def test_the_api_marks_a_workload_that_does_not_fit_as_not_applicable(small_endpoint, client):
+    (row,) = client.get("/api/v1/leaderboard?workload=long-10k").json()["rows"]
+    assert row["not_applicable"] is True and row["samples"] == 0
+    (row,) = client.get("/api/v1/leaderboard?workload=chat-1k").json()["rows"]
+    assert row["not_applicable"] is False
