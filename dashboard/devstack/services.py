@@ -134,8 +134,8 @@ class EmbeddedPostgres:
         # was killed never lets go, so drop processes that no longer exist first.
         handles = self.data_dir / ".handle_pids.json"
         if handles.exists():
-            alive = [pid for pid in json.loads(handles.read_text() or "[]") if alive(pid)]
-            handles.write_text(json.dumps(alive))
+            living = [pid for pid in json.loads(handles.read_text() or "[]") if alive(pid)]
+            handles.write_text(json.dumps(living))
 
     def stop(self) -> None:
         if self.server is not None:

@@ -2,6 +2,7 @@
 Ctrl-C that leaves nothing behind."""
 
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -13,6 +14,7 @@ import urllib.request
 import psutil
 import pytest
 
+from dashboard.devstack.services import EmbeddedPostgres
 from tests.foundation.conftest import ROOT, clean_env, run_python
 
 
@@ -184,3 +186,14 @@ def test_make_run_serves_the_site_and_ctrl_c_leaves_no_process_behind(tmp_path):
     assert processes_using(tmp_path) == [], "a process of the run survived Ctrl-C"
     # The data stays for the next run.
     assert (tmp_path / "pgdata" / "PG_VERSION").exists()
+
+
+def test_a_killed_runs_postgres_handles_are_forgotten_and_live_ones_kept(tmp_path):
+    # pgserver keeps the pids of the processes using the server; a second `make run`
+    # (or one after a SIGKILL) must drop the dead ones, not stop on a NameError.
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    handles = tmp_path / ".handle_pids.json"
+    handles.write_text(json.dumps([gone.pid, os.getpid()]))
+    EmbeddedPostgres(tmp_path)._forget_dead_handles()
+    assert json.loads(handles.read_text()) == [os.getpid()]
