@@ -88,6 +88,15 @@ def unsent(probe: Probe, problem: str) -> RunResult:
     )
 
 
+def missing_key(provider, key) -> str:
+    """Why a provider that needs a key has none: `run_probe` or *Run now* on a catalog
+    provider nobody gave a key would otherwise send an anonymous request to a real API."""
+    if key.value or not provider.requires_key:
+        return ""
+    where = f"set {provider.api_key_env} or " if provider.api_key_env else ""
+    return f"no API key ({where}store one in the admin)"
+
+
 def run_group_for(probe_id: int, slot_at: datetime | None) -> uuid.UUID:
     if slot_at is None:
         return uuid.uuid4()
@@ -123,12 +132,13 @@ def run_slot(
     outcome = SlotOutcome(results=[], already_recorded=len(done), run_group=group)
     ceiling = recording.latest_calibration(worker)
     key = provider.resolve_key()
+    problem = key.problem or missing_key(provider, key)
     for index in range(probe.workload.requests):
         if index in done:
             continue
         price = endpoint.price_at(datetime.now(UTC))
-        if key.problem:
-            result = unsent(probe, key.problem)
+        if problem:
+            result = unsent(probe, problem)
         else:
             with concurrency.request_slot(provider, worker):
                 result = measure_sync(build_request(probe, price, key.value, max_total_s))
@@ -147,7 +157,7 @@ def run_slot(
         if recording.record(result, ctx, retry_db_for_s) == "spooled":
             outcome.spooled += 1
         outcome.results.append(result)
-        if key.problem:
+        if problem:
             break  # one run says why; the slot's other requests would say the same
         if result.status == "rate_limited":
             concurrency.back_off(provider, result.retry_after_s)

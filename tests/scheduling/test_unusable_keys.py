@@ -71,3 +71,20 @@ def test_a_worker_records_an_undecryptable_key_instead_of_probing_without_it(
     assert wait_for(lambda: DispatchedSlot.objects.get(probe=probe).state == "done", 10)
     assert ProbeRun.objects.count() == 1
     assert received == []
+
+
+def test_a_provider_that_needs_a_key_and_has_none_is_not_sent_a_request(
+    make_probe, counting_provider, monkeypatch
+):
+    # The catalog's real providers until someone gives them a key: `run_probe` on one
+    # must not reach the vendor anonymously.
+    base_url, received = counting_provider
+    monkeypatch.delenv("IW_NEWCOMER_API_KEY", raising=False)
+    probe = keyed_probe(make_probe, base_url, api_key_env="IW_NEWCOMER_API_KEY")
+
+    run_probe.apply(args=[probe.pk, None])
+
+    (run,) = ProbeRun.objects.all()
+    assert (run.status, run.http_status) == ("auth_error", None)
+    assert run.error == "not sent: no API key (set IW_NEWCOMER_API_KEY or store one in the admin)"
+    assert received == []
