@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 from dashboard.devstack.common import MANAGE, StackError, signal_group, var_dir
 from dashboard.devstack.prepare import prepare_database_and_files, setup_django
-from dashboard.devstack.runstate import RunState, read_state, state_path
+from dashboard.devstack.runstate import RunState, read_state, running_state, state_path
 from dashboard.devstack.services import (
     EmbeddedPostgres,
     EmbeddedRedis,
@@ -117,6 +117,13 @@ def run_app() -> int:
         raise StackError(f"PORT={port_text!r} is not a port number (1-65535).")
     port = int(port_text)
     require_free_port("127.0.0.1", port, "web server", "PORT")
+    running = running_state()
+    if running is not None:  # on another PORT: it would share, then drop, that run's state
+        raise StackError(
+            f"`make run` is already running from {var_dir()} (pid {running.supervisor}): "
+            "stop it first (Ctrl-C, or `make stop`), or give this one its own "
+            "INFERWATCH_VAR_DIR."
+        )
     env.setdefault("SITE_URL", f"http://127.0.0.1:{port}")  # links in alert notices
     var_dir().mkdir(parents=True, exist_ok=True)
 

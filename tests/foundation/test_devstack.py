@@ -71,6 +71,16 @@ def test_it_explains_a_port_already_taken(tmp_path):
     assert "set PORT to a free port" in result.stderr
 
 
+def test_a_second_run_on_another_port_refuses_and_leaves_the_first_ones_state(tmp_path):
+    # The state file names the first run's processes (for `make stop` and /status);
+    # a second run used to go on, fail later and delete it on the way out.
+    state = tmp_path / "devstack.json"
+    state.write_text(json.dumps({"supervisor": os.getpid(), "started_at": "", "groups": []}))
+    result = run_devstack(tmp_path)
+    assert_one_clear_line(result, f"`make run` is already running from {tmp_path}")
+    assert json.loads(state.read_text())["supervisor"] == os.getpid()
+
+
 def port_left_in_time_wait() -> int:
     """A port nothing listens on, holding a closed connection in TIME_WAIT: what a
     browser's keep-alive connection leaves for a minute after `make run` is stopped."""
