@@ -76,7 +76,11 @@ def test_a_second_run_on_another_port_refuses_and_leaves_the_first_ones_state(tm
     # a second run used to go on, fail later and delete it on the way out.
     state = tmp_path / "devstack.json"
     state.write_text(json.dumps({"supervisor": os.getpid(), "started_at": "", "groups": []}))
-    result = run_devstack(tmp_path)
+    with socket.socket() as simulator:  # so that a run that goes on fails soon after
+        simulator.bind(("127.0.0.1", 0))
+        simulator.listen()
+        taken = f"http://127.0.0.1:{simulator.getsockname()[1]}"
+        result = run_devstack(tmp_path, SIMULATOR_URL=taken)
     assert_one_clear_line(result, f"`make run` is already running from {tmp_path}")
     assert json.loads(state.read_text())["supervisor"] == os.getpid()
 
