@@ -237,8 +237,12 @@ EMAIL_BACKEND = (
     if EMAIL_HOST
     else "django.core.mail.backends.console.EmailBackend"
 )
-if TESTING:
+if TESTING and EMAIL_HOST not in ("127.0.0.1", "localhost"):
+    # Tests never mail the outside world; a local SMTP server (aiosmtpd) is allowed.
     EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+# Alerts sharing a provider that start (or end) within this many seconds go out as one
+# notice per channel (Alertmanager's group_wait).
+ALERTS_GROUP_WAIT_S = env_float("ALERTS_GROUP_WAIT_S", 30.0, minimum=0.0)
 
 # Celery: JSON only, late acks so a killed worker's probe is redelivered, no results
 # stored in Redis (every probe's result is a ProbeRun row).

@@ -48,7 +48,7 @@ def test_notices_link_to_the_site_when_site_url_is_set(firing, webhook, receiver
     deliver_notification.apply(args=[note.pk])
 
     body = receiver.requests[0]["json"]
-    assert body["url"] == "https://inferwatch.example.com/alerts/"
+    assert body["url"] == f"https://inferwatch.example.com/alerts/{note.event_id}/"
     endpoint_id = body["endpoint"]["id"]
     assert body["endpoint_url"] == f"https://inferwatch.example.com/endpoints/{endpoint_id}/"
 
