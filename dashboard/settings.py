@@ -243,6 +243,10 @@ if TESTING and EMAIL_HOST not in ("127.0.0.1", "localhost"):
 # Alerts sharing a provider that start (or end) within this many seconds go out as one
 # notice per channel (Alertmanager's group_wait).
 ALERTS_GROUP_WAIT_S = env_float("ALERTS_GROUP_WAIT_S", 30.0, minimum=0.0)
+# Failed deliveries retry with exponential backoff from this base, this many times; then
+# the channel is switched off and shows why.
+ALERTS_RETRY_BASE_S = env_float("ALERTS_RETRY_BASE_S", 30.0, minimum=0.0)
+ALERTS_MAX_RETRIES = env_int("ALERTS_MAX_RETRIES", 6, minimum=0)
 
 # Celery: JSON only, late acks so a killed worker's probe is redelivered, no results
 # stored in Redis (every probe's result is a ProbeRun row).

@@ -14,6 +14,7 @@ here imports the evaluator, so the two no longer import each other.
 from __future__ import annotations
 
 import logging
+import random
 import uuid
 
 from celery import shared_task
@@ -95,21 +96,28 @@ def claim_batch(note: Notification) -> list[Notification]:
     )
 
 
+def retry_delay_s(retries: int) -> float:
+    """Exponential backoff with full jitter: base, 2×base, 4×base … capped at 10 min."""
+    base = float(getattr(settings, "ALERTS_RETRY_BASE_S", 30.0))
+    return random.uniform(0.5, 1.0) * min(600.0, base * 2**retries)
+
+
+def max_retries() -> int:
+    return int(getattr(settings, "ALERTS_MAX_RETRIES", 6))
+
+
 @shared_task(
     bind=True,
     name="dashboard.alerts.tasks.deliver_notification",  # the name queued notices carry
     ignore_result=True,
     acks_late=True,
     time_limit=60,
-    autoretry_for=(TransportError,),
-    retry_backoff=30,
-    retry_backoff_max=600,
-    retry_jitter=True,
-    max_retries=6,
+    max_retries=None,  # counted against ALERTS_MAX_RETRIES below (settings, not import time)
 )
 def deliver_notification(self, notification_id: int) -> str:
     """Send one notice, with its batch. Transient errors retry with backoff (about 30 min
-    in all); a permanent one switches the channel off. Never raises anything but a retry."""
+    in all by default); a permanent error, or retries running out, fails the notice and
+    switches the channel off with the reason shown. Never raises anything but a retry."""
     note = Notification.objects.select_related("channel").filter(pk=notification_id).first()
     if note is None:
         log.info("notification %s is gone; nothing to send", notification_id)
@@ -130,9 +138,9 @@ def deliver_notification(self, notification_id: int) -> str:
     note = next(n for n in notes if n.pk == note.pk)
     try:
         note.attempt(notice_message([n.event for n in notes], note.transition))
-    except TransportError:
-        if self.request.retries >= self.max_retries:
-            note.give_up()
+    except TransportError as exc:
+        if self.request.retries >= max_retries():
+            note.give_up(f"{self.request.retries + 1} attempts failed, last: {exc.message}")
             return Notification.FAILED
-        raise
+        raise self.retry(countdown=retry_delay_s(self.request.retries)) from None
     return note.status

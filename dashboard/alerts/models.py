@@ -572,8 +572,11 @@ class Notification(models.Model):
                 sent_at=self.sent_at,
             )
 
-    def give_up(self) -> None:
-        """Retries exhausted: the notice failed; the channel stays on (the error may pass)."""
+    def give_up(self, reason: str) -> None:
+        """Retries exhausted: the notice failed, and the channel is switched off and says
+        why (a receiver dead for half an hour is not coming back by itself; whoever
+        fixes it switches the channel on again)."""
+        self.channel.record_error(reason, permanent=True)
         mine = models.Q(pk=self.pk) | (models.Q(batch=self.batch) if self.batch else models.Q())
         Notification.objects.filter(mine, status=self.QUEUED).update(status=self.FAILED)
         self.status = self.FAILED

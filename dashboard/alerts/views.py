@@ -3,7 +3,7 @@ from django.shortcuts import get_object_or_404, render
 from django.utils import timezone
 
 from dashboard.alerts.detail import event_chart, runs_used
-from dashboard.alerts.models import AlertEvent, Silence
+from dashboard.alerts.models import AlertEvent, Channel, Silence
 from dashboard.alerts.queries import active_alerts, pending_alerts, recent_history
 
 
@@ -21,6 +21,11 @@ def index(request: HttpRequest) -> HttpResponse:
                 )
             ),
             "history": list(recent_history(days=30)),
+            # Switched off by a permanent delivery failure: people must see it here,
+            # not find out when an alert goes unheard.
+            "broken_channels": list(
+                Channel.objects.filter(enabled=False).exclude(disabled_reason="")
+            ),
         },
     )
 
