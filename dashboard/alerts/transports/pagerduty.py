@@ -66,7 +66,7 @@ class PagerDutyTransport(Transport):
             if event["event_action"] == "trigger":
                 endpoint = alert.get("endpoint", {})
                 event["payload"] = {
-                    "summary": (alert.get("summary_line") or message.subject)[:1024],
+                    "summary": (alert.get("summary") or message.subject)[:1024],
                     "source": endpoint.get("provider", "inferwatch"),
                     "severity": "warning" if state != "test" else "info",
                     "custom_details": {k: v for k, v in alert.items() if k != "alerts"},
