@@ -28,13 +28,13 @@ def pending_alerts() -> QuerySet[AlertEvent]:
     return AlertEvent.objects.open().filter(state=AlertEvent.PENDING).select_related(*_RELATED)
 
 
-def firing_series(endpoint_ids=None) -> set[tuple[int, int, str]]:
-    """(endpoint, workload, region) of every firing alert: the badges on leaderboard rows
-    and endpoint pages."""
-    events = AlertEvent.objects.firing()
-    if endpoint_ids is not None:
-        events = events.filter(endpoint_id__in=endpoint_ids)
-    return set(events.values_list("endpoint_id", "workload_id", "region"))
+def firing_by_endpoint(endpoint_ids) -> dict[int, list[AlertEvent]]:
+    """Firing alerts of these endpoints (the badges on leaderboard rows), one query."""
+    firing: dict[int, list[AlertEvent]] = {}
+    events = AlertEvent.objects.firing().filter(endpoint_id__in=list(endpoint_ids))
+    for event in events.select_related("workload").order_by("started_at"):
+        firing.setdefault(event.endpoint_id, []).append(event)
+    return firing
 
 
 def recent_history(days: int = 30, limit: int = 100) -> QuerySet[AlertEvent]:
