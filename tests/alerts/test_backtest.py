@@ -8,6 +8,8 @@ from datetime import date
 import pytest
 from django.core.management import CommandError, call_command
 
+from dashboard.alerts.models import AlertRule
+
 pytestmark = pytest.mark.django_db
 
 END = date(2026, 11, 1)
@@ -71,8 +73,6 @@ def test_a_backtest_prints_state_changes_then_scores_recall_and_false_alarms(his
 
 
 def test_a_backtest_of_a_stored_rule_uses_its_settings(history, capsys, db):
-    from dashboard.alerts.models import AlertRule
-
     rule = AlertRule.objects.create(
         name="tps", metric="output_tps", regression_pct=10, recent_window_min=45,
         min_samples=3, min_baseline_samples=40, max_p_value=0.005,

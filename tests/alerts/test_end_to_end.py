@@ -18,6 +18,7 @@ import pytest
 from aiosmtpd.controller import Controller
 from django.db.models import F
 from django.test import Client
+from django.utils import timezone
 
 from dashboard.alerts.models import AlertEvent, AlertRule, Channel, Notification
 from dashboard.alerts.tasks import evaluate_alert_rules
@@ -246,8 +247,6 @@ def test_an_outage_across_12_endpoints_of_one_provider_is_one_message_each_way(
 def test_a_dead_webhook_is_retried_then_switched_off_and_shown_while_mail_still_goes_out(
     celery_worker_process, smtp, receiver, runs_until, make_rule, secret_token
 ):
-    from django.utils import timezone
-
     _, log = celery_worker_process
     _, mailbox = smtp
     receiver.answer(503)

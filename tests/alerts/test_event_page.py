@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from dashboard.alerts import evaluator
 from dashboard.alerts.models import AlertEvent
+from dashboard.alerts.queries import firing_by_endpoint
 from probes.models import ProbeRun
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -50,8 +51,6 @@ def test_an_unknown_alert_is_a_404(client):
 def test_leaderboard_rows_and_endpoint_pages_of_firing_series_carry_a_badge(
     client, fired, other_endpoint
 ):
-    from dashboard.alerts.queries import firing_by_endpoint
-
     event, _ = fired
     assert list(firing_by_endpoint([event.endpoint_id, other_endpoint.pk])) == [event.endpoint_id]
     html = client.get(f"/endpoints/{event.endpoint_id}/").content.decode()

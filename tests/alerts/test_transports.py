@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -74,8 +75,6 @@ def test_discord_gets_native_embeds(fire, receiver):
 
 
 def test_pagerduty_triggers_and_resolves_one_incident_per_alert(fire, receiver, runs, now):
-    from datetime import timedelta
-
     key = "R" * 32
     pager = Channel.objects.create(
         name="PD", kind="pagerduty", config={"routing_key": key, "url": receiver.url}
