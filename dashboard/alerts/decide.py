@@ -77,10 +77,6 @@ class Stats:
             values += [histogram.bucket_value(int(key))] * max(1, round(n * scale))
         return cls(total, histogram.percentile(hist, 50), tuple(values))
 
-    @classmethod
-    def merged(cls, parts: Iterable[Stats]) -> Stats:
-        return cls.of(v for part in parts for v in part.values)
-
 
 NO_DATA = Stats(0, None)
 
