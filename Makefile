@@ -39,7 +39,7 @@ bench-pages: $(VENV)/.installed  # page server time on the bench-scale database
 bench-alerts: $(VENV)/.installed  # one alert evaluation over a realistic run table
 	$(PY) -m dashboard.devstack test tests/benchmarks/bench_alerts.py -s -q
 
-bench-alerts-detection: $(VENV)/.installed  # recall, detection time, false alarms on a generated year (~6 min)
+bench-alerts-detection: $(VENV)/.installed  # recall, detection time, false alarms on a generated year (~12 min)
 	$(PY) tests/benchmarks/bench_alerts_detection.py
 
 lint: $(VENV)/.installed

@@ -232,6 +232,8 @@ EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
 EMAIL_HOST_PASSWORD = env_secret("EMAIL_HOST_PASSWORD", "")
 EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", True)
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "inferwatch@localhost")
+# A mail server that hangs must not hold a delivery worker (Django's default is no timeout).
+EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT", 10, minimum=1)
 EMAIL_BACKEND = (
     "django.core.mail.backends.smtp.EmailBackend"
     if EMAIL_HOST

@@ -1,6 +1,6 @@
 """How well alert rules catch real slowdowns and stay quiet on noise: a generated year.
 
-    make bench-alerts-detection   (~6 min; no database needed)
+    make bench-alerts-detection   (~12 min; no database needed)
 
 Each series is a year of runs, one every 15 minutes, output speed with ±15 % jitter
 (uniform), into which slowdowns of 20–50 % lasting 2–8 hours are injected at random
