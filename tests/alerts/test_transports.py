@@ -99,6 +99,24 @@ def test_pagerduty_triggers_and_resolves_one_incident_per_alert(fire, receiver, 
     }
 
 
+def test_opsgenie_creates_then_closes_one_alert_per_alert(fire, receiver, runs, now):
+    key = "K" * 36
+    base = receiver.url.split("/hooks")[0]
+    genie = Channel.objects.create(name="OG", kind="opsgenie", config={"api_key": key, "url": base})
+    note = fire(genie)
+    deliver_notification.apply(args=[note.pk])
+    runs.add(6, minutes_ago=-35, ttft_ms=200.0)
+    evaluator.evaluate_all(now + timedelta(minutes=40))
+    deliver_notification.apply(args=[Notification.objects.get(transition="resolved").pk])
+
+    create, close = receiver.requests
+    alias = f"inferwatch-{note.event_id}"
+    assert create["path"] == "/v2/alerts" and create["json"]["alias"] == alias
+    assert create["headers"]["Authorization"] == f"GenieKey {key}"
+    assert close["path"] == f"/v2/alerts/{alias}/close?identifierType=alias"
+    assert key not in genie.target and genie.masked_config["api_key"] == "…"
+
+
 class Stubborn:
     """A receiver that answers 200 and then never stops (or sends a huge body)."""
 

@@ -18,6 +18,7 @@ REGISTRY: dict[str, str] = {
     "slack": "dashboard.alerts.transports.slack.SlackTransport",
     "discord": "dashboard.alerts.transports.discord.DiscordTransport",
     "pagerduty": "dashboard.alerts.transports.pagerduty.PagerDutyTransport",
+    "opsgenie": "dashboard.alerts.transports.opsgenie.OpsgenieTransport",
 }
 
 
