@@ -305,10 +305,11 @@ class AlertRule(models.Model):
         )
 
     def as_condition(self) -> decide.Condition:
+        stale = self.metric == "minutes_since_ok"  # one figure per series, not samples
         return decide.Condition(
             metric=self.metric,
             kind=self.condition,
-            min_samples=self.min_samples,
+            min_samples=1 if stale else self.min_samples,
             min_baseline_samples=self.min_baseline_samples,
             regression_pct=self.regression_pct,
             threshold=self.threshold,

@@ -164,7 +164,7 @@ def test_failed_runs_stay_out_of_latency_statistics(runs, make_rule, now):
 def test_a_staleness_rule_fires_when_no_run_succeeded_for_n_minutes(runs, make_rule, now):
     rule = make_rule(
         metric="minutes_since_ok", condition="threshold", threshold=30, regression_pct=None,
-        min_samples=1, baseline_window_h=6,
+        baseline_window_h=6,
     )  # fmt: skip
     runs.add(3, minutes_ago=50)
     runs.add(4, minutes_ago=10, status="server_error")
