@@ -20,6 +20,7 @@ from django.db import connection
 
 from dashboard.alerts.models import AlertRule, Channel
 from dashboard.celery import app as celery_app
+from dashboard.heartbeat import redis_client
 from probes.models import CanonicalModel, Endpoint, ProbeRun, Provider, Workload
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
@@ -246,6 +247,9 @@ def celery_worker_process(tmp_path, worker_env):
         proc.kill()
         proc.wait()
     log.close()
+    # What the worker left in this session's Redis DB (semaphores, heartbeats, queued
+    # retries) would otherwise read as a silent worker to later tests of /status.
+    redis_client().flushdb()
 
 
 def wait_for(condition, timeout_s: float = 30.0) -> bool:
