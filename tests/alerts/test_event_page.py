@@ -12,7 +12,7 @@ from django.utils import timezone
 from dashboard.alerts import evaluator
 from dashboard.alerts.models import AlertEvent
 from dashboard.alerts.queries import firing_by_endpoint
-from probes.models import ProbeRun
+from probes.models import Probe, ProbeRun, Provider
 
 CHROMIUM = Path("/usr/bin/chromium")
 
@@ -57,8 +57,11 @@ def test_leaderboard_rows_and_endpoint_pages_of_firing_series_carry_a_badge(
     assert "1 firing" in html and f'href="/alerts/{event.pk}/"' in html
     html = client.get(f"/endpoints/{other_endpoint.pk}/").content.decode()
     assert "firing" not in html
+    # The leaderboard lists probed endpoints of enabled providers.
+    Probe.objects.create(endpoint=event.endpoint, workload=event.workload, region=event.region)
+    Provider.objects.filter(pk=event.endpoint.provider_id).update(enabled=True)
     call_command("rebuild_rollups", stdout=io.StringIO())
-    board = client.get("/?window=24h").content.decode()
+    board = client.get("/?window=24h&workload=short-chat").content.decode()
     row = board[board.index(f'data-endpoint="{event.endpoint_id}"') :]
     row = row[: row.index("</tr>")]
     assert "1 firing" in row and f'href="/alerts/{event.pk}/"' in row
