@@ -7,7 +7,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3.12 || \
 	(python3 -c 'import sys; sys.exit(not (3, 11) <= sys.version_info[:2] < (3, 13))' 2>/dev/null \
 	&& command -v python3) || true)
 
-.PHONY: run stop test bench bench-scale bench-pages bench-alerts lint format
+.PHONY: run stop test bench bench-scale bench-pages bench-alerts bench-alerts-detection lint format
 
 $(VENV)/.installed: pyproject.toml
 	@if [ -z "$(PYTHON)" ]; then echo "Inferwatch needs Python 3.11 or 3.12 (python3.11 not found on PATH); install it and retry." >&2; exit 1; fi
@@ -38,6 +38,9 @@ bench-pages: $(VENV)/.installed  # page server time on the bench-scale database
 
 bench-alerts: $(VENV)/.installed  # one alert evaluation over a realistic run table
 	$(PY) -m dashboard.devstack test tests/benchmarks/bench_alerts.py -s -q
+
+bench-alerts-detection: $(VENV)/.installed  # recall, detection time, false alarms on a generated year (~12 min)
+	$(PY) tests/benchmarks/bench_alerts_detection.py
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .

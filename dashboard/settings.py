@@ -232,13 +232,23 @@ EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
 EMAIL_HOST_PASSWORD = env_secret("EMAIL_HOST_PASSWORD", "")
 EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", True)
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "inferwatch@localhost")
+# A mail server that hangs must not hold a delivery worker (Django's default is no timeout).
+EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT", 10, minimum=1)
 EMAIL_BACKEND = (
     "django.core.mail.backends.smtp.EmailBackend"
     if EMAIL_HOST
     else "django.core.mail.backends.console.EmailBackend"
 )
-if TESTING:
+if TESTING and EMAIL_HOST not in ("127.0.0.1", "localhost"):
+    # Tests never mail the outside world; a local SMTP server (aiosmtpd) is allowed.
     EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+# Alerts sharing a provider that start (or end) within this many seconds go out as one
+# notice per channel (Alertmanager's group_wait).
+ALERTS_GROUP_WAIT_S = env_float("ALERTS_GROUP_WAIT_S", 30.0, minimum=0.0)
+# Failed deliveries retry with exponential backoff from this base, this many times; then
+# the channel is switched off and shows why.
+ALERTS_RETRY_BASE_S = env_float("ALERTS_RETRY_BASE_S", 30.0, minimum=0.0)
+ALERTS_MAX_RETRIES = env_int("ALERTS_MAX_RETRIES", 6, minimum=0)
 
 # Celery: JSON only, late acks so a killed worker's probe is redelivered, no results
 # stored in Redis (every probe's result is a ProbeRun row).

@@ -8,21 +8,26 @@ from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.db.models import Count
+from django.utils import timezone
 from django.utils.html import format_html
 
-from dashboard.alerts.models import AlertEvent, AlertRule, Channel, Notification
+from dashboard.alerts.models import AlertEvent, AlertRule, Channel, Notification, Silence
 from dashboard.alerts.transports import REGISTRY, get_transport
 
 
 def _examples() -> str:
+    """Every kind's configuration and what its receiver gets, from the registry."""
     return "; ".join(
-        f"{kind}: {json.dumps(get_transport(kind).example_config)}" for kind in REGISTRY
+        f"{kind}: {json.dumps(get_transport(kind).example_config)}"
+        + (f" ({get_transport(kind).docs})" if get_transport(kind).docs else "")
+        for kind in REGISTRY
     )
 
 
 class ChannelForm(forms.ModelForm):
     """The configuration is write-only: webhook URLs carry their tokens, so the saved
-    value is never put back into the page (only a masked summary is shown)."""
+    value is never put back into the page (only a masked summary is shown) — not to
+    editors, and not to view-only staff (ChannelAdmin.get_fields)."""
 
     # The admin puts this field into the model form, so the saved value would be
     # rendered back as the field's initial value; __init__ drops it. Channel.clean()
@@ -72,6 +77,15 @@ class ChannelAdmin(admin.ModelAdmin):
         # The status colours: a stylesheet, as the Content-Security-Policy refuses inline styles.
         css = {"all": ["css/admin.css"]}
 
+    def get_fields(self, request, obj=None):
+        # Without change permission the admin shows every field read-only, rendering
+        # the stored configuration (webhook URLs with their tokens) as text. The
+        # configuration is write-only for everyone: viewers see the masked target only.
+        fields = ["name", "kind", "enabled", "config", *self.readonly_fields]
+        if not self.has_change_permission(request, obj):
+            fields.remove("config")
+        return fields
+
     def get_queryset(self, request):
         return super().get_queryset(request).annotate(n_rules=Count("rules"))
 
@@ -93,7 +107,7 @@ class ChannelAdmin(admin.ModelAdmin):
             obj.disabled_reason = ""
         super().save_model(request, obj, form, change)
 
-    @admin.action(description="Send test notification")
+    @admin.action(description="Send test notification", permissions=["change"])
     def send_test_notification(self, request, queryset) -> None:
         for channel in queryset:
             note = channel.send_test()
@@ -130,11 +144,16 @@ class AlertRuleAdmin(admin.ModelAdmin):
                     "threshold",
                     "recent_window_min",
                     "baseline_window_h",
+                    "baseline_mode",
                     "min_samples",
+                    "min_baseline_samples",
+                    "max_p_value",
+                    "pending_for_min",
+                    "resolve_margin_pct",
                 ]
             },
         ),
-        ("Who to tell", {"fields": ["channels", "notify_on_resolve"]}),
+        ("Who to tell", {"fields": ["channels", "notify_on_resolve", "repeat_every_min"]}),
     ]
 
     def get_queryset(self, request):
@@ -169,7 +188,7 @@ class OpenFilter(admin.SimpleListFilter):
 
     def queryset(self, request, queryset):
         if self.value() == "firing":
-            return queryset.open()
+            return queryset.open()  # pending or firing
         if self.value() == "resolved":
             return queryset.closed()
         return queryset
@@ -188,14 +207,42 @@ class AlertEventAdmin(ReadOnlyAdmin):
         "limit_value",
         "started_at",
         "resolved_at",
+        "p_value",
+        "silenced",
     ]
-    list_filter = [OpenFilter, "metric"]
+    list_filter = [OpenFilter, "state", "metric"]
     list_select_related = ["endpoint__provider", "workload"]
     date_hierarchy = "started_at"
 
 
 @admin.register(Notification)
 class NotificationAdmin(ReadOnlyAdmin):
-    list_display = ["created", "channel", "transition", "status", "attempts", "error", "sent_at"]
+    list_display = [
+        "created",
+        "channel",
+        "transition",
+        "group_key",
+        "status",
+        "attempts",
+        "error",
+        "sent_at",
+    ]
     list_filter = ["status", "transition"]
     list_select_related = ["channel"]
+
+
+@admin.register(Silence)
+class SilenceAdmin(admin.ModelAdmin):
+    list_display = ["scope_label", "starts_at", "ends_at", "reason", "created_by", "is_active"]
+    list_filter = ["provider"]
+    search_fields = ["reason"]
+    fields = ["provider", "endpoint", "canonical_model", "rule", "starts_at", "ends_at", "reason"]
+
+    @admin.display(boolean=True, description="active")
+    def is_active(self, obj: Silence) -> bool:
+        return obj.starts_at <= timezone.now() < obj.ends_at
+
+    def save_model(self, request, obj: Silence, form, change: bool) -> None:
+        if not change:
+            obj.created_by = request.user.get_username()
+        super().save_model(request, obj, form, change)

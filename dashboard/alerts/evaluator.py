@@ -1,187 +1,140 @@
-"""Evaluating rules against raw runs and writing the resulting state changes.
+"""Running rules: measure each series' windows, decide, write the state changes.
 
-Measuring: one grouped query per rule and window over ProbeRun (the run_series_idx
-index on endpoint, workload, region, started_at) for the short windows; long baselines
-read the whole hours they span from hourly rollups (mergeable histograms), falling back to
-raw runs where no rollups have been written. Deciding: `evaluate.py`. Writing:
-without locks, like healthchecks' flips — the partial unique constraint admits one open
-event per series, and resolving is a conditional UPDATE whose row count says who won, so
+Measuring: `samples.py`. Deciding: `decide.py` (plain Python). Writing: without locks,
+like healthchecks' flips — the partial unique constraint admits one open event per
+series, and every transition is a conditional UPDATE whose row count says who won, so
 two evaluators running at once never notify twice.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from django.db import IntegrityError, models, transaction
-from django.db.models import Count, Q
+from django.db import IntegrityError, transaction
+from django.db.models import Q
 
-from dashboard import histogram
-from dashboard.alerts import evaluate
-from dashboard.alerts.evaluate import Action, Stats
-from dashboard.alerts.models import AlertEvent, AlertRule, Notification
-from dashboard.models import RunRollup
-from probes.models import ProbeRun
+from dashboard.alerts import decide, samples
+from dashboard.alerts.decide import NO_DATA, Action, State, Stats
+from dashboard.alerts.delivery import enqueue_delivery, queue_notices
+from dashboard.alerts.models import SAME_HOURS, AlertEvent, AlertRule, Notification, silence_for
+from dashboard.alerts.samples import Series
 
 log = logging.getLogger(__name__)
 
-Series = tuple[int, int, str]  # endpoint id, workload id, region
-NO_DATA = Stats(samples=0, value=None)
-# Baselines at least this long come from hourly rollups rather than every raw run.
-ROLLUP_BASELINE_FROM = timedelta(hours=6)
-HOUR = timedelta(hours=1)
-
-
-class Median(models.Aggregate):
-    """Postgres' exact median (the windows are short, so raw runs are few)."""
-
-    function = "PERCENTILE_CONT"
-    name = "Median"
-    template = "%(function)s(0.5) WITHIN GROUP (ORDER BY %(expressions)s)"
-    output_field = models.FloatField()
-
-
-def usable_runs(metric: str) -> Q:
-    """Runs that count for a metric: failed runs never enter latency or speed statistics,
-    and short outputs are left out of speed (metrics.md)."""
-    q = Q(status="ok", **{f"{metric}__isnull": False})
-    if metric == "output_tps":
-        q &= Q(short_output=False)
-    return q
-
-
-def window_stats(rule: AlertRule, start: datetime, end: datetime) -> dict[Series, Stats]:
-    runs = (
-        ProbeRun.objects.filter(rule.runs_filter(), started_at__gte=start, started_at__lt=end)
-        .order_by()
-        .values_list("endpoint_id", "workload_id", "region")
-    )
-    if rule.metric == "success_rate":
-        rows = runs.annotate(n=Count("id"), ok=Count("id", filter=Q(status="ok")))
-        return {(e, w, r): Stats(n, ok / n) for e, w, r, n, ok in rows if n}
-    usable = usable_runs(rule.metric)
-    rows = runs.annotate(n=Count("id", filter=usable), value=Median(rule.metric, filter=usable))
-    return {(e, w, r): Stats(n, value) for e, w, r, n, value in rows}
-
-
-def _floor_hour(when: datetime) -> datetime:
-    return when.replace(minute=0, second=0, microsecond=0)
-
-
-def rollup_window_stats(
-    rule: AlertRule, start: datetime, end: datetime
-) -> dict[Series, Stats] | None:
-    """The whole hours of [start, end) from hourly rollups, or None when there are none
-    (rollups not maintained yet): the caller then reads raw runs. Dropping the partial
-    hours at both ends changes a 6 h+ baseline by at most two hours of its span."""
-    first = _floor_hour(start) + (HOUR if _floor_hour(start) < start else timedelta(0))
-    fields = ["endpoint_id", "workload_id", "region", "runs", "ok_runs"]
-    if rule.metric != "success_rate":
-        fields.append(f"hist_{rule.metric}")
-    rows = (
-        RunRollup.objects.filter(
-            rule.runs_filter(),
-            granularity=RunRollup.HOUR,
-            bucket_start__gte=first,
-            bucket_start__lt=_floor_hour(end),
-        )
-        .order_by()
-        .values_list(*fields)
-    )
-    totals: dict[Series, list] = {}
-    for endpoint_id, workload_id, region, runs, ok_runs, *hist in rows:
-        total = totals.setdefault((endpoint_id, workload_id, region), [0, 0, []])
-        total[0] += runs
-        total[1] += ok_runs
-        total[2].append(hist[0] if hist else None)
-    if not totals:
-        return None
-    if rule.metric == "success_rate":
-        return {series: Stats(n, ok / n) for series, (n, ok, _) in totals.items() if n}
-    stats = {}
-    for series, (_, _, hists) in totals.items():
-        merged = histogram.merge(hists)
-        stats[series] = Stats(histogram.count(merged), histogram.percentile(merged, 50))
-    return stats
-
-
-def baseline_stats(rule: AlertRule, start: datetime, end: datetime) -> dict[Series, Stats]:
-    if end - start >= ROLLUP_BASELINE_FROM:
-        from_rollups = rollup_window_stats(rule, start, end)
-        if from_rollups is not None:
-            return from_rollups
-    return window_stats(rule, start, end)
+_STATES = {AlertEvent.PENDING: State.PENDING, AlertEvent.FIRING: State.FIRING}
 
 
 @dataclass
 class Outcome:
+    pending: list[int] = field(default_factory=list)
     fired: list[int] = field(default_factory=list)
     resolved: list[int] = field(default_factory=list)
+    reminded: list[int] = field(default_factory=list)
+    cancelled: int = 0
     refreshed: int = 0
     unknown: int = 0
     errors: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict:
         return {
+            "pending": len(self.pending),
             "fired": len(self.fired),
             "resolved": len(self.resolved),
+            "reminded": len(self.reminded),
+            "cancelled": self.cancelled,
             "refreshed": self.refreshed,
             "unknown": self.unknown,
             "errors": self.errors,
         }
 
 
+def measure(rule: AlertRule, now: datetime) -> tuple[dict[Series, Stats], dict[Series, Stats]]:
+    """The recent window's and the baseline's samples of every series the rule covers."""
+    scope = rule.runs_filter()
+    recent_start = now - rule.recent_window
+    if rule.metric == "minutes_since_ok":
+        return samples.staleness(scope, now, rule.baseline_window), {}
+    recent = samples.raw_stats(scope, rule.metric, [(recent_start, now)])
+    if rule.condition != decide.REGRESSION:
+        return recent, {}
+    if rule.baseline_mode == SAME_HOURS:
+        width = max(rule.recent_window, timedelta(hours=1))
+        ranges = samples.same_hours_ranges(now, width)
+        return recent, samples.raw_stats(scope, rule.metric, ranges)
+    # The baseline ends where the recent window starts, so a regression cannot drag its
+    # own baseline along with it.
+    start = recent_start - rule.baseline_window
+    return recent, samples.baseline_stats(scope, rule.metric, start, recent_start)
+
+
 def evaluate_rule(rule: AlertRule, now: datetime, outcome: Outcome | None = None) -> Outcome:
     outcome = outcome or Outcome()
-    condition = rule.as_condition()
-    recent_start = now - rule.recent_window
-    recent = window_stats(rule, recent_start, now)
-    baseline: dict[Series, Stats] = {}
-    if rule.condition == evaluate.REGRESSION:
-        # The baseline ends where the recent window starts, so a regression cannot
-        # drag its own baseline along with it.
-        baseline = baseline_stats(rule, recent_start - rule.baseline_window, recent_start)
+    condition, timing = rule.as_condition(), rule.as_timing()
+    recent, baseline = measure(rule, now)
+    regression = rule.condition == decide.REGRESSION
     open_events = {(e.endpoint_id, e.workload_id, e.region): e for e in rule.events.open()}
 
     for series in sorted(recent.keys() | open_events.keys()):
-        verdict = evaluate.judge(
+        event = open_events.get(series)
+        state = _STATES[event.state] if event else State.OK
+        verdict = decide.judge(
             condition,
             recent.get(series, NO_DATA),
-            baseline.get(series, NO_DATA) if rule.condition == evaluate.REGRESSION else None,
-            firing=series in open_events,
+            baseline.get(series, NO_DATA) if regression else None,
+            firing=state is State.FIRING,
         )
-        action = evaluate.decide(series in open_events, verdict)
-        if action is Action.FIRE:
-            event = fire(rule, series, verdict, now)
-            if event:
+        action = decide.step(
+            state,
+            verdict,
+            now,
+            timing,
+            since=event.started_at if event else None,
+            last_notified=(event.notified_at or event.fired_at) if event else None,
+        )
+        if action is Action.FIRE and event is None:
+            event = open_event(rule, series, verdict, now, AlertEvent.FIRING)
+            if event and fire(event, rule, now):
                 outcome.fired.append(event.pk)
+        elif action is Action.FIRE:
+            if fire(event, rule, now, verdict):
+                outcome.fired.append(event.pk)
+        elif action is Action.PEND:
+            event = open_event(rule, series, verdict, now, AlertEvent.PENDING)
+            if event:
+                outcome.pending.append(event.pk)
         elif action is Action.RESOLVE:
-            event = open_events[series]
             if resolve(
                 event, now, verdict.recent.value, "recovered", notify=rule.notify_on_resolve
             ):
                 outcome.resolved.append(event.pk)
+        elif action is Action.CANCEL:
+            # A pending breach that cleared was never an alert: nothing to keep.
+            outcome.cancelled += AlertEvent.objects.filter(
+                pk=event.pk, state=AlertEvent.PENDING
+            ).delete()[0]
+        elif action is Action.REMIND:
+            if remind(event, rule, now):
+                outcome.reminded.append(event.pk)
         elif action is Action.REFRESH:
-            AlertEvent.objects.filter(pk=open_events[series].pk, resolved_at=None).update(
-                last_value=verdict.recent.value, last_checked_at=now
-            )
+            refresh(event, rule, verdict, now)
             outcome.refreshed += 1
-        elif verdict.health is evaluate.Health.UNKNOWN:
+        elif verdict.health is decide.Health.UNKNOWN:
             outcome.unknown += 1
     return outcome
 
 
-def fire(
-    rule: AlertRule, series: Series, verdict: evaluate.Verdict, now: datetime
+def open_event(
+    rule: AlertRule, series: Series, verdict: decide.Verdict, now: datetime, state: str
 ) -> AlertEvent | None:
-    """Open an event and queue its notices; None if another evaluator got there first."""
+    """A new pending or firing event; None if another evaluator got there first."""
     endpoint_id, workload_id, region = series
     baseline = verdict.baseline
     try:
         with transaction.atomic():
-            event = AlertEvent.objects.create(
+            return AlertEvent.objects.create(
                 rule=rule,
                 rule_name=rule.name,
                 condition_label=rule.condition_label[:300],
@@ -189,63 +142,101 @@ def fire(
                 endpoint_id=endpoint_id,
                 workload_id=workload_id,
                 region=region,
+                state=state,
                 started_at=now,
-                recent_value=verdict.recent.value,
-                recent_samples=verdict.recent.samples,
-                baseline_value=baseline.value if baseline else None,
+                window_start=now - rule.recent_window,
+                **_values(verdict),
                 baseline_samples=baseline.samples if baseline else None,
-                limit_value=verdict.limit,
-                last_value=verdict.recent.value,
                 last_checked_at=now,
             )
-            queue_notifications(event, Notification.FIRING, rule, now)
     except IntegrityError:
         log.info("rule %s series %s: already open (a concurrent evaluation won)", rule.pk, series)
         return None
-    log.warning("alert firing: %s on %s (%s)", rule.name, series, verdict.reason)
-    return event
+
+
+def _values(verdict: decide.Verdict) -> dict:
+    return {
+        "recent_value": verdict.recent.value,
+        "recent_samples": verdict.recent.samples,
+        "baseline_value": verdict.baseline.value if verdict.baseline else None,
+        "limit_value": verdict.limit,
+        "last_value": verdict.recent.value,
+        "p_value": verdict.p_value,
+        "effect": verdict.effect,
+    }
+
+
+def fire(
+    event: AlertEvent, rule: AlertRule, now: datetime, verdict: decide.Verdict | None = None
+) -> bool:
+    """Pending (or just opened) → firing, and queue its notices unless silenced."""
+    with transaction.atomic():
+        update = {"state": AlertEvent.FIRING, "fired_at": now, "last_checked_at": now}
+        if verdict is not None:  # ripened from pending: record what it fired with
+            update |= _values(verdict) | {"window_start": now - rule.recent_window}
+            if verdict.baseline:
+                update["baseline_samples"] = verdict.baseline.samples
+        claimed = (
+            AlertEvent.objects.filter(pk=event.pk, resolved_at=None)
+            .exclude(state=AlertEvent.FIRING, fired_at__isnull=False)
+            .update(**update)
+        )
+        if claimed != 1:
+            return False
+        event.refresh_from_db()
+        announce(event, Notification.FIRING, rule, now)
+    log.warning("alert firing: %s on endpoint %s", rule.name, event.endpoint_id)
+    return True
+
+
+def announce(event: AlertEvent, transition: str, rule: AlertRule, now: datetime) -> bool:
+    """Queue notices to the rule's channels, unless a silence covers the event."""
+    silence = silence_for(event, now)
+    if silence is not None:
+        AlertEvent.objects.filter(pk=event.pk).update(silenced=True)
+        log.info("alert %s %s: silenced (%s)", event.pk, transition, silence.reason)
+        return False
+    queue_notices(event, transition, rule.channels.filter(enabled=True), now)
+    if transition != Notification.RESOLVED:
+        AlertEvent.objects.filter(pk=event.pk).update(notified_at=now, silenced=False)
+    return True
+
+
+def refresh(event: AlertEvent, rule: AlertRule, verdict: decide.Verdict, now: datetime) -> None:
+    AlertEvent.objects.filter(pk=event.pk, resolved_at=None).update(
+        last_value=verdict.recent.value, last_checked_at=now
+    )
+    if event.state == AlertEvent.FIRING and event.notified_at is None:
+        # It fired during a silence that has since ended: tell people now (the
+        # once-per-transition constraint keeps this to one notice).
+        with contextlib.suppress(IntegrityError), transaction.atomic():
+            announce(event, Notification.FIRING, rule, now)
+
+
+def remind(event: AlertEvent, rule: AlertRule, now: datetime) -> bool:
+    last = event.notified_at
+    with transaction.atomic():
+        if AlertEvent.objects.filter(pk=event.pk, notified_at=last).update(notified_at=now) != 1:
+            return False
+        return announce(event, Notification.REMINDER, rule, now)
 
 
 def resolve(
     event: AlertEvent, now: datetime, value: float | None, reason: str, *, notify: bool
 ) -> bool:
-    """Close an open event; True only for the one caller whose UPDATE changed the row."""
+    """Close an open event; True only for the one caller whose UPDATE changed the row.
+    Nobody hears of the end of an alert they never heard of (fired while silenced)."""
     with transaction.atomic():
         claimed = AlertEvent.objects.filter(pk=event.pk, resolved_at=None).update(
-            resolved_at=now, resolved_value=value, resolution=reason
+            resolved_at=now, resolved_value=value, resolution=reason, state=AlertEvent.RESOLVED
         )
         if claimed != 1:
             return False
         event.refresh_from_db()
-        if notify and event.rule_id:
-            queue_notifications(event, Notification.RESOLVED, event.rule, now)
+        if notify and event.rule_id and event.notified_at is not None:
+            announce(event, Notification.RESOLVED, event.rule, now)
     log.info("alert resolved: %s on endpoint %s (%s)", event.rule_name, event.endpoint_id, reason)
     return True
-
-
-def queue_notifications(
-    event: AlertEvent, transition: str, rule: AlertRule, now: datetime
-) -> list[int]:
-    """One Notification per enabled channel, delivered by a task once the row is committed."""
-    ids = []
-    for channel in rule.channels.filter(enabled=True):
-        note = Notification.objects.create(
-            event=event, channel=channel, transition=transition, created=now, queued_at=now
-        )
-        ids.append(note.pk)
-        transaction.on_commit(lambda pk=note.pk: enqueue_delivery(pk))
-    return ids
-
-
-def enqueue_delivery(notification_id: int) -> None:
-    from dashboard.alerts.tasks import deliver_notification
-
-    try:
-        deliver_notification.delay(notification_id)
-    except Exception:
-        # The broker is down: the notice stays queued (shown in the admin) and
-        # requeue_stalled() sends it on a later evaluation.
-        log.exception("could not queue notification %s", notification_id)
 
 
 def close_orphaned(now: datetime) -> int:
@@ -271,7 +262,7 @@ def requeue_stalled(now: datetime, older_than_s: int = 900, limit: int = 100) ->
     requeued = 0
     for pk, queued_at in list(stalled):
         if Notification.objects.filter(pk=pk, queued_at=queued_at).update(queued_at=now) == 1:
-            enqueue_delivery(pk)
+            enqueue_delivery(pk, countdown=0)
             requeued += 1
     return requeued
 

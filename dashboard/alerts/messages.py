@@ -12,14 +12,20 @@ from dashboard.alerts.transports import Message
 if TYPE_CHECKING:
     from dashboard.alerts.models import AlertEvent, Channel
 
-_UNITS = {"ttft_ms": "ms", "ttfat_ms": "ms", "e2e_ms": "ms", "output_tps": "tok/s"}
+_UNITS = {
+    "ttft_ms": "ms",
+    "ttfat_ms": "ms",
+    "e2e_ms": "ms",
+    "output_tps": "tok/s",
+    "minutes_since_ok": "min",
+}
 
 
 def format_value(metric: str, value: float | None) -> str:
     """A metric value as people read it: 412 ms, 1,830 tok/s, 97.5 %."""
     if value is None:
         return "—"
-    if metric == "success_rate":
+    if metric in ("success_rate", "error_rate"):
         return f"{value * 100:.1f} %"
     unit = _UNITS.get(metric, "")
     digits = 0 if abs(value) >= 100 else 1
@@ -55,17 +61,58 @@ def event_payload(event: AlertEvent, transition: str) -> dict[str, Any]:
         "baseline_samples": event.baseline_samples,
         "limit_value": event.limit_value,
         "resolved_value": event.resolved_value,
-        "path": reverse("alerts:index"),
-        "url": site_url(reverse("alerts:index")),
+        "p_value": event.p_value,
+        "effect": event.effect,
+        "summary": summary_line(event, transition),
+        "path": reverse("alerts:event", args=[event.pk]),
+        "url": site_url(reverse("alerts:event", args=[event.pk])),
         "endpoint_url": site_url(reverse("endpoint", args=[endpoint.pk])),
     }
 
 
+def series_label(event: AlertEvent) -> str:
+    return f"{event.endpoint} · {event.workload.slug} · {event.region}"
+
+
+def summary_line(event: AlertEvent, transition: str) -> str:
+    """One line per alert: what a grouped notice lists."""
+    metric = event.metric
+    if transition == "resolved":
+        return (
+            f"{series_label(event)}: {event.metric_label} back to "
+            f"{format_value(metric, event.resolved_value)}"
+        )
+    significance = f", p={event.p_value:.2g}" if event.p_value is not None else ""
+    return (
+        f"{series_label(event)}: {event.metric_label} {format_value(metric, event.recent_value)}"
+        f" past {format_value(metric, event.limit_value)}{significance}"
+    )
+
+
+def notice_message(events: list[AlertEvent], transition: str) -> Message:
+    """One message for the alerts of one group (a provider) that changed together."""
+    if len(events) == 1:
+        return event_message(events[0], transition)
+    provider = events[0].endpoint.provider.name
+    word = {"resolved": "RESOLVED", "reminder": "STILL FIRING"}.get(transition, "FIRING")
+    subject = f"[Inferwatch] {word}: {len(events)} alerts on {provider}"
+    lines = [f"- {summary_line(event, transition)}" for event in events]
+    lines.append(f"Alerts: {site_url(reverse('alerts:index'))}")
+    payload = {
+        "state": transition,
+        "group": {"provider": provider, "count": len(events)},
+        "alerts": [event_payload(event, transition) for event in events],
+        "url": site_url(reverse("alerts:index")),
+    }
+    return Message(subject=subject, text="\n".join(lines), payload=payload)
+
+
 def event_message(event: AlertEvent, transition: str) -> Message:
     metric = event.metric
-    series = f"{event.endpoint} · {event.workload.slug} · {event.region}"
-    if transition == "firing":
-        subject = f"[Inferwatch] FIRING: {event.rule_name} — {series}"
+    series = series_label(event)
+    if transition in ("firing", "reminder"):
+        word = "FIRING" if transition == "firing" else "STILL FIRING"
+        subject = f"[Inferwatch] {word}: {event.rule_name} — {series}"
         lines = [
             f"{event.metric_label} is {format_value(metric, event.recent_value)} "
             f"(median of {event.recent_samples} runs), "
@@ -75,6 +122,11 @@ def event_message(event: AlertEvent, transition: str) -> Message:
             lines.append(
                 f"Baseline: {format_value(metric, event.baseline_value)} "
                 f"over {event.baseline_samples} runs."
+            )
+        if event.p_value is not None:
+            lines.append(
+                f"Change: {event.effect * 100:+.0f} % worse, p={event.p_value:.2g} "
+                "(one-sided Mann–Whitney U)."
             )
     else:
         subject = f"[Inferwatch] RESOLVED: {event.rule_name} — {series}"
@@ -87,7 +139,7 @@ def event_message(event: AlertEvent, transition: str) -> Message:
     lines += [
         f"Rule: {event.condition_label}.",
         f"Endpoint: {site_url(reverse('endpoint', args=[event.endpoint_id]))}",
-        f"Alerts: {site_url(reverse('alerts:index'))}",
+        f"Alert: {site_url(reverse('alerts:event', args=[event.pk]))}",
     ]
     return Message(subject=subject, text="\n".join(lines), payload=event_payload(event, transition))
 

@@ -1,8 +1,8 @@
 """Alert rules, the events they raise, and the channels that carry notices.
 
 Events are state changes only (an episode from firing to resolved), kept apart from raw
-runs and kept long. Evaluation lives in `dashboard/alerts/evaluator.py` (the database
-side) and `dashboard/alerts/evaluate.py` (the decision, plain Python).
+runs and kept long. Deciding lives in `dashboard/alerts/decide.py` (plain Python);
+measuring and writing in `dashboard/alerts/evaluator.py` (the database side).
 """
 
 from __future__ import annotations
@@ -15,13 +15,14 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils import timezone
 
-from dashboard.alerts import evaluate
+from dashboard.alerts import decide
+from dashboard.alerts.messages import test_message
 from dashboard.alerts.transports import (
-    KIND_CHOICES,
     REGISTRY,
     Message,
     TransportError,
     get_transport,
+    kind_choices,
 )
 from probes.models import CanonicalModel, Endpoint, Workload, validate_region
 from probes.secrets import redact
@@ -34,12 +35,21 @@ METRIC_CHOICES = [
     ("output_tps", "Output speed (tokens/s)"),
     ("e2e_ms", "End-to-end time (ms)"),
     ("success_rate", "Success rate (ok / all runs)"),
+    ("error_rate", "Error rate (429 and 5xx / all runs)"),
+    ("minutes_since_ok", "Minutes since the last successful run"),
 ]
 METRIC_LABELS = dict(METRIC_CHOICES)
 
 CONDITION_CHOICES = [
-    (evaluate.REGRESSION, "Regression against its own baseline"),
-    (evaluate.THRESHOLD, "Absolute threshold"),
+    (decide.REGRESSION, "Regression against its own baseline"),
+    (decide.THRESHOLD, "Absolute threshold"),
+]
+
+PRECEDING = "preceding"
+SAME_HOURS = "same_hours"
+BASELINE_CHOICES = [
+    (PRECEDING, "The hours just before the recent window"),
+    (SAME_HOURS, "The same hours of the previous 7 days (daily load pattern)"),
 ]
 
 
@@ -48,7 +58,7 @@ class Channel(models.Model):
     tokens): it is write-only in the admin and masked everywhere it is shown."""
 
     name = models.CharField(max_length=100)
-    kind = models.CharField(max_length=20, choices=KIND_CHOICES)
+    kind = models.CharField(max_length=20, choices=kind_choices)
     config = models.JSONField(default=dict, blank=True)
     enabled = models.BooleanField(default=True)
     last_error = models.TextField(blank=True, editable=False)
@@ -109,8 +119,6 @@ class Channel(models.Model):
 
     def send_test(self) -> Notification:
         """Send a test notice now (the admin's "Send test notification")."""
-        from dashboard.alerts.messages import test_message
-
         note = Notification.objects.create(channel=self, transition=Notification.TEST)
         note.attempt(test_message(self), test=True)
         return note
@@ -158,7 +166,7 @@ class AlertRule(models.Model):
     )
     metric = models.CharField(max_length=20, choices=METRIC_CHOICES, default="ttft_ms")
     condition = models.CharField(
-        max_length=20, choices=CONDITION_CHOICES, default=evaluate.REGRESSION
+        max_length=20, choices=CONDITION_CHOICES, default=decide.REGRESSION
     )
     regression_pct = models.FloatField(
         "worse by more than (%)",
@@ -186,10 +194,45 @@ class AlertRule(models.Model):
         validators=[MinValueValidator(1), MaxValueValidator(30 * 24)],
         help_text="Regression only; ends where the recent window starts (24 h, 168 h = 7 d).",
     )
+    baseline_mode = models.CharField(
+        "baseline", max_length=20, choices=BASELINE_CHOICES, default=PRECEDING
+    )
     min_samples = models.PositiveIntegerField(
         default=5,
         validators=[MinValueValidator(1)],
-        help_text="Fewer usable runs than this in a window: no verdict (state unchanged).",
+        help_text="Fewer usable runs than this in the recent window: no verdict (state unchanged).",
+    )
+    min_baseline_samples = models.PositiveIntegerField(
+        default=20,
+        validators=[MinValueValidator(1)],
+        help_text="Regression: fewer baseline runs than this: no verdict.",
+    )
+    max_p_value = models.FloatField(
+        "significance (max p-value)",
+        default=decide.DEFAULT_MAX_P_VALUE,
+        validators=[MinValueValidator(1e-9), MaxValueValidator(1)],
+        help_text="Regression: fires only when a one-sided Mann–Whitney U test of the recent "
+        "runs against the baseline's gives at most this p-value (1 switches the test off).",
+    )
+    pending_for_min = models.PositiveIntegerField(
+        "for (minutes)",
+        default=0,
+        validators=[MaxValueValidator(24 * 60)],
+        help_text="Stay breached this long (pending) before firing; 0 fires at once.",
+    )
+    resolve_margin_pct = models.FloatField(
+        "resolve margin (%)",
+        default=decide.DEFAULT_RESOLVE_MARGIN * 100,
+        validators=[MinValueValidator(0), MaxValueValidator(50)],
+        help_text="A firing alert resolves once the value is this share of the limit back "
+        "inside it (no flapping around the limit).",
+    )
+    repeat_every_min = models.PositiveIntegerField(
+        "repeat every (minutes)",
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(5)],
+        help_text="Remind while still firing; empty: never.",
     )
     notify_on_resolve = models.BooleanField(default=True)
     channels = models.ManyToManyField(Channel, blank=True, related_name="rules")
@@ -214,14 +257,18 @@ class AlertRule(models.Model):
     def clean(self) -> None:
         if self.endpoint_id and self.canonical_model_id:
             raise ValidationError("Choose an endpoint or a model, not both.")
-        if self.condition == evaluate.REGRESSION and not self.regression_pct:
+        if self.metric == "minutes_since_ok" and self.condition != decide.THRESHOLD:
+            raise ValidationError(
+                {"condition": "Staleness is a threshold: no successful run for N minutes."}
+            )
+        if self.condition == decide.REGRESSION and not self.regression_pct:
             raise ValidationError({"regression_pct": "A regression rule needs a percentage."})
-        if self.condition == evaluate.THRESHOLD:
+        if self.condition == decide.THRESHOLD:
             if self.threshold is None:
                 raise ValidationError({"threshold": "A threshold rule needs a threshold."})
-            if self.metric == "success_rate" and not 0 <= self.threshold <= 1:
+            if self.metric in decide.RATE_METRICS and not 0 <= self.threshold <= 1:
                 raise ValidationError(
-                    {"threshold": "A success rate is a fraction between 0 and 1, e.g. 0.95."}
+                    {"threshold": "A rate is a fraction between 0 and 1, e.g. 0.95."}
                 )
             if self.threshold < 0:
                 raise ValidationError({"threshold": "The threshold cannot be negative."})
@@ -241,21 +288,41 @@ class AlertRule(models.Model):
 
     @property
     def condition_label(self) -> str:
-        worse = "above" if self.metric in evaluate.HIGHER_IS_WORSE else "below"
-        if self.condition == evaluate.THRESHOLD:
-            return f"median {self.metric} {worse} {self.threshold:g}"
+        worse = "above" if self.metric in decide.HIGHER_IS_WORSE else "below"
+        if self.metric == "minutes_since_ok":
+            return f"no successful run for {self.threshold:g} minutes"
+        if self.condition == decide.THRESHOLD:
+            what = self.metric if self.metric in decide.RATE_METRICS else f"median {self.metric}"
+            return f"{what} {worse} {self.threshold:g}"
+        baseline = (
+            "same hours of the previous 7 days"
+            if self.baseline_mode == SAME_HOURS
+            else f"{self.baseline_window_h} h baseline"
+        )
         return (
-            f"{self.metric} over {self.recent_window_min} min worse than its "
-            f"{self.baseline_window_h} h baseline by more than {self.regression_pct:g} %"
+            f"{self.metric} over {self.recent_window_min} min worse than its {baseline} "
+            f"by more than {self.regression_pct:g} % (p ≤ {self.max_p_value:g})"
         )
 
-    def as_condition(self) -> evaluate.Condition:
-        return evaluate.Condition(
+    def as_condition(self) -> decide.Condition:
+        stale = self.metric == "minutes_since_ok"  # one figure per series, not samples
+        return decide.Condition(
             metric=self.metric,
             kind=self.condition,
-            min_samples=self.min_samples,
+            min_samples=1 if stale else self.min_samples,
+            min_baseline_samples=self.min_baseline_samples,
             regression_pct=self.regression_pct,
             threshold=self.threshold,
+            max_p_value=self.max_p_value,
+            resolve_margin=self.resolve_margin_pct / 100,
+        )
+
+    def as_timing(self) -> decide.Timing:
+        return decide.Timing(
+            pending_for=timedelta(minutes=self.pending_for_min),
+            repeat_every=timedelta(minutes=self.repeat_every_min)
+            if self.repeat_every_min
+            else None,
         )
 
     @property
@@ -282,14 +349,20 @@ class AlertRule(models.Model):
 
 class AlertEventQuerySet(models.QuerySet):
     def open(self):
+        """Pending or firing."""
         return self.filter(resolved_at__isnull=True)
+
+    def firing(self):
+        return self.filter(state=AlertEvent.FIRING)
 
     def closed(self):
         return self.filter(resolved_at__isnull=False)
 
 
 class AlertEvent(models.Model):
-    """One episode of a rule firing for one series (endpoint × workload × region).
+    """One episode of a rule breached for one series (endpoint × workload × region):
+    pending (waiting out the rule's `for`), then firing, then resolved. A pending episode
+    that clears before firing is deleted: it never was an alert.
 
     Open while `resolved_at` is null; at most one open event per rule and series, which
     the database enforces (the partial unique constraint is what makes concurrent
@@ -307,13 +380,31 @@ class AlertEvent(models.Model):
     workload = models.ForeignKey(Workload, on_delete=models.CASCADE, related_name="alert_events")
     region = models.CharField(max_length=40)
 
-    started_at = models.DateTimeField()
+    PENDING = "pending"
+    FIRING = "firing"
+    RESOLVED = "resolved"
+    STATES = [(PENDING, "pending"), (FIRING, "firing"), (RESOLVED, "resolved")]
+    state = models.CharField(max_length=10, choices=STATES, default=FIRING)
+
+    started_at = models.DateTimeField(help_text="When the breach began (pending or firing).")
+    fired_at = models.DateTimeField(null=True, blank=True)
+    # Last time a notice was queued for it (firing or reminder); null while silenced.
+    notified_at = models.DateTimeField(null=True, blank=True)
+    silenced = models.BooleanField(
+        default=False, help_text="A silence matched when it fired: no notice was sent."
+    )
     # Values that made it fire.
     recent_value = models.FloatField()
     recent_samples = models.PositiveIntegerField()
     baseline_value = models.FloatField(null=True, blank=True)
     baseline_samples = models.PositiveIntegerField(null=True, blank=True)
     limit_value = models.FloatField(help_text="The value the recent median crossed.")
+    p_value = models.FloatField(null=True, blank=True)
+    effect = models.FloatField(
+        null=True, blank=True, help_text="How much worse than the baseline (0.25 = 25 %)."
+    )
+    # When the recent window that made it fire began (the chart's shaded window).
+    window_start = models.DateTimeField(null=True, blank=True)
     # Latest values while it keeps firing.
     last_value = models.FloatField(null=True, blank=True)
     last_checked_at = models.DateTimeField(null=True, blank=True)
@@ -346,13 +437,14 @@ class AlertEvent(models.Model):
     def __str__(self) -> str:
         return f"{self.rule_name}: {self.endpoint} ({self.state})"
 
+    def save(self, *args, **kwargs) -> None:
+        if self.resolved_at is not None:  # closed is resolved, however it was written
+            self.state = self.RESOLVED
+        super().save(*args, **kwargs)
+
     @property
     def is_open(self) -> bool:
         return self.resolved_at is None
-
-    @property
-    def state(self) -> str:
-        return "firing" if self.is_open else "resolved"
 
     @property
     def metric_label(self) -> str:
@@ -374,8 +466,14 @@ class Notification(models.Model):
 
     FIRING = "firing"
     RESOLVED = "resolved"
+    REMINDER = "reminder"
     TEST = "test"
-    TRANSITIONS = [(FIRING, "firing"), (RESOLVED, "resolved"), (TEST, "test")]
+    TRANSITIONS = [
+        (FIRING, "firing"),
+        (RESOLVED, "resolved"),
+        (REMINDER, "reminder"),
+        (TEST, "test"),
+    ]
 
     QUEUED = "queued"
     SENT = "sent"
@@ -387,6 +485,10 @@ class Notification(models.Model):
     )
     channel = models.ForeignKey(Channel, on_delete=models.CASCADE, related_name="notifications")
     transition = models.CharField(max_length=10, choices=TRANSITIONS)
+    # Notices to one channel with the same transition and group key (the provider) that
+    # are queued within the group wait go out as one message; `batch` marks which.
+    group_key = models.CharField(max_length=100, blank=True)
+    batch = models.UUIDField(null=True, blank=True, db_index=True)
     status = models.CharField(max_length=10, choices=STATUSES, default=QUEUED)
     attempts = models.PositiveSmallIntegerField(default=0)
     error = models.TextField(blank=True)
@@ -401,10 +503,10 @@ class Notification(models.Model):
         ordering = ["-created"]
         constraints = [
             # One notice per event, channel and transition: a redelivered evaluation task
-            # cannot notify twice.
+            # cannot notify twice. Reminders repeat by design.
             models.UniqueConstraint(
                 fields=["event", "channel", "transition"],
-                condition=models.Q(event__isnull=False),
+                condition=models.Q(event__isnull=False) & ~models.Q(transition="reminder"),
                 name="notification_once_per_transition",
             )
         ]
@@ -447,6 +549,7 @@ class Notification(models.Model):
             if final:
                 self.status = self.FAILED
             self.save(update_fields=["attempts", "error", "attempt_log", "status"])
+            self._sync_batch()
             self.channel.record_error(exc.message, permanent=exc.permanent and not test)
             if final:
                 return False
@@ -456,9 +559,99 @@ class Notification(models.Model):
         self.error = ""
         self.attempt_log = [*self.attempt_log, {"at": now.isoformat(), "ok": True, "error": ""}]
         self.save(update_fields=["attempts", "error", "attempt_log", "status", "sent_at"])
+        self._sync_batch()
         return True
 
-    def give_up(self) -> None:
-        """Retries exhausted: the notice failed; the channel stays on (the error may pass)."""
-        Notification.objects.filter(pk=self.pk, status=self.QUEUED).update(status=self.FAILED)
+    def _sync_batch(self) -> None:
+        """The other notices of a grouped message share its fate and its attempt log."""
+        if self.batch:
+            Notification.objects.filter(batch=self.batch).exclude(pk=self.pk).update(
+                status=self.status,
+                attempts=self.attempts,
+                error=self.error,
+                attempt_log=self.attempt_log,
+                sent_at=self.sent_at,
+            )
+
+    def give_up(self, reason: str) -> None:
+        """Retries exhausted: the notice failed, and the channel is switched off and says
+        why (a receiver dead for half an hour is not coming back by itself; whoever
+        fixes it switches the channel on again)."""
+        self.channel.record_error(reason, permanent=True)
+        mine = models.Q(pk=self.pk) | (models.Q(batch=self.batch) if self.batch else models.Q())
+        Notification.objects.filter(mine, status=self.QUEUED).update(status=self.FAILED)
         self.status = self.FAILED
+
+
+class SilenceQuerySet(models.QuerySet):
+    def active(self, now=None):
+        now = now or timezone.now()
+        return self.filter(starts_at__lte=now, ends_at__gt=now)
+
+
+class Silence(models.Model):
+    """No notices for matching alerts until `ends_at` (maintenance, a known incident).
+
+    Every field left empty matches anything; a silence with none set silences everything.
+    Alerts still open and close while silenced — only the notices are held back."""
+
+    provider = models.ForeignKey(
+        "probes.Provider", on_delete=models.CASCADE, null=True, blank=True, related_name="+"
+    )
+    endpoint = models.ForeignKey(
+        Endpoint, on_delete=models.CASCADE, null=True, blank=True, related_name="+"
+    )
+    canonical_model = models.ForeignKey(
+        CanonicalModel, on_delete=models.CASCADE, null=True, blank=True, related_name="+"
+    )
+    rule = models.ForeignKey(
+        AlertRule, on_delete=models.CASCADE, null=True, blank=True, related_name="silences"
+    )
+    starts_at = models.DateTimeField(default=timezone.now)
+    ends_at = models.DateTimeField()
+    reason = models.CharField(max_length=300)
+    created_by = models.CharField(max_length=150, blank=True, editable=False)
+    created = models.DateTimeField(auto_now_add=True)
+
+    objects = SilenceQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-ends_at"]
+
+    def __str__(self) -> str:
+        return f"{self.scope_label} until {self.ends_at:%Y-%m-%d %H:%M} ({self.reason})"
+
+    def clean(self) -> None:
+        if self.ends_at and self.starts_at and self.ends_at <= self.starts_at:
+            raise ValidationError({"ends_at": "A silence ends after it starts."})
+
+    @property
+    def scope_label(self) -> str:
+        parts = [
+            f"{label} {value}"
+            for label, value in (
+                ("provider", self.provider),
+                ("endpoint", self.endpoint),
+                ("model", self.canonical_model),
+                ("rule", self.rule),
+            )
+            if value is not None
+        ]
+        return ", ".join(parts) or "everything"
+
+    def matches(self, event: AlertEvent) -> bool:
+        endpoint = event.endpoint
+        return (
+            (self.provider_id is None or self.provider_id == endpoint.provider_id)
+            and (self.endpoint_id is None or self.endpoint_id == event.endpoint_id)
+            and (
+                self.canonical_model_id is None
+                or self.canonical_model_id == endpoint.canonical_model_id
+            )
+            and (self.rule_id is None or self.rule_id == event.rule_id)
+        )
+
+
+def silence_for(event: AlertEvent, now) -> Silence | None:
+    """The active silence covering this event, if any."""
+    return next((s for s in Silence.objects.active(now) if s.matches(event)), None)

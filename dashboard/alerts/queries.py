@@ -16,11 +16,25 @@ _RELATED = ("endpoint__provider", "endpoint__canonical_model", "workload", "rule
 def active_alerts_for(endpoint: Endpoint | int) -> QuerySet[AlertEvent]:
     """Open events of one endpoint, newest first (for the endpoint page's partial)."""
     endpoint_id = endpoint.pk if isinstance(endpoint, Endpoint) else endpoint
-    return AlertEvent.objects.open().filter(endpoint_id=endpoint_id).select_related(*_RELATED)
+    return AlertEvent.objects.firing().filter(endpoint_id=endpoint_id).select_related(*_RELATED)
 
 
 def active_alerts() -> QuerySet[AlertEvent]:
-    return AlertEvent.objects.open().select_related(*_RELATED)
+    """Firing events (pending ones are not alerts yet)."""
+    return AlertEvent.objects.firing().select_related(*_RELATED)
+
+
+def pending_alerts() -> QuerySet[AlertEvent]:
+    return AlertEvent.objects.open().filter(state=AlertEvent.PENDING).select_related(*_RELATED)
+
+
+def firing_by_endpoint(endpoint_ids) -> dict[int, list[AlertEvent]]:
+    """Firing alerts of these endpoints (the badges on leaderboard rows), one query."""
+    firing: dict[int, list[AlertEvent]] = {}
+    events = AlertEvent.objects.firing().filter(endpoint_id__in=list(endpoint_ids))
+    for event in events.select_related("workload").order_by("started_at"):
+        firing.setdefault(event.endpoint_id, []).append(event)
+    return firing
 
 
 def recent_history(days: int = 30, limit: int = 100) -> QuerySet[AlertEvent]:

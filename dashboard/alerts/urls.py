@@ -6,4 +6,5 @@ app_name = "alerts"
 
 urlpatterns = [
     path("alerts/", views.index, name="index"),
+    path("alerts/<int:pk>/", views.event, name="event"),
 ]

@@ -14,6 +14,7 @@ from django.views.decorators.http import require_safe
 from django.views.decorators.vary import vary_on_headers
 
 from dashboard import charts, queries
+from dashboard.alerts.queries import firing_by_endpoint
 from dashboard.models import ROLLUP_METRICS
 from dashboard.web.definitions import (
     COMPARISONS,
@@ -74,6 +75,7 @@ def leaderboard(request: HttpRequest) -> HttpResponse:
         "columns": [(key, METRICS[key], filters.sort_param_for(key)) for key in TABLE_COLUMNS],
         "sort_provider": filters.sort_param_for("provider"),
         "sparklines": {row.endpoint.pk: charts.sparkline(row.sparkline) for row in board.rows},
+        "firing_alerts": firing_by_endpoint(row.endpoint.pk for row in board.rows),
         "speed_price": charts.speed_vs_price(board.rows),
         "ttft_speed": charts.ttft_vs_speed(board.rows),
         "has_catalog": Endpoint.objects.exists(),

@@ -3,14 +3,24 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import threading
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import quote
 
 import pytest
+from django.conf import settings
+from django.db import connection
 
 from dashboard.alerts.models import AlertRule, Channel
+from dashboard.celery import app as celery_app
+from dashboard.heartbeat import redis_client
 from probes.models import CanonicalModel, Endpoint, ProbeRun, Provider, Workload
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
@@ -138,7 +148,12 @@ class Receiver:
             def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 receiver.requests.append(
-                    {"path": self.path, "headers": dict(self.headers), "json": json.loads(body)}
+                    {
+                        "path": self.path,
+                        "headers": dict(self.headers),
+                        "body": body,
+                        "json": json.loads(body),
+                    }
                 )
                 code = receiver.codes.pop(0) if len(receiver.codes) > 1 else receiver.codes[0]
                 self.send_response(code)
@@ -180,3 +195,67 @@ def mailbox_channel(db) -> Channel:
     return Channel.objects.create(
         name="On-call mail", kind="email", config={"to": ["oncall@example.com"]}
     )
+
+
+# -- a real Celery worker ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def worker_env() -> dict[str, str]:
+    """Extra environment for the worker (tests override it, e.g. with SMTP settings)."""
+    return {}
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def celery_worker_process(tmp_path, worker_env):
+    """A worker on the test database and this session's broker, stopped afterwards."""
+    celery_app.control.purge()  # no stale messages from an earlier run
+    db = connection.settings_dict
+    host = quote(db["HOST"] or "127.0.0.1", safe="")  # a unix socket path is percent-encoded
+    port = f":{db['PORT']}" if db["PORT"] else ""
+    env = (
+        os.environ
+        | {
+            "INFERWATCH_ENV": "test",
+            "DATABASE_URL": f"postgresql://{db['USER']}@{host}{port}/{db['NAME']}",
+            "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
+            "PYTHONUNBUFFERED": "1",
+            # Compressed time: group for 1 s, retry after 0.2 s, 0.4 s.
+            "ALERTS_GROUP_WAIT_S": "1",
+            "ALERTS_RETRY_BASE_S": "0.2",
+            "ALERTS_MAX_RETRIES": "2",
+        }
+        | worker_env
+    )
+    log = (tmp_path / "worker.log").open("w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "dashboard", "worker", "-P", "solo", "-Q",
+         "celery", "--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "INFO"],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    yield proc, tmp_path / "worker.log"
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    log.close()
+    # What the worker left in this session's Redis DB (semaphores, heartbeats, queued
+    # retries) would otherwise read as a silent worker to later tests of /status.
+    redis_client().flushdb()
+
+
+def wait_for(condition, timeout_s: float = 30.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.2)
+    return False

@@ -91,7 +91,7 @@ def test_a_notice_whose_enqueue_was_lost_is_queued_again_once(
     runs, make_rule, webhook, now, django_capture_on_commit_callbacks, monkeypatch
 ):
     sent = []
-    monkeypatch.setattr(evaluator, "enqueue_delivery", sent.append)
+    monkeypatch.setattr(evaluator, "enqueue_delivery", lambda pk, countdown: sent.append(pk))
     rule = make_rule(channels=[webhook])
     runs.add(20, minutes_ago=120)
     runs.add(6, minutes_ago=5, ttft_ms=900.0)

@@ -48,7 +48,7 @@ def test_notices_link_to_the_site_when_site_url_is_set(firing, webhook, receiver
     deliver_notification.apply(args=[note.pk])
 
     body = receiver.requests[0]["json"]
-    assert body["url"] == "https://inferwatch.example.com/alerts/"
+    assert body["url"] == f"https://inferwatch.example.com/alerts/{note.event_id}/"
     endpoint_id = body["endpoint"]["id"]
     assert body["endpoint_url"] == f"https://inferwatch.example.com/endpoints/{endpoint_id}/"
 
@@ -118,7 +118,10 @@ def test_a_server_error_is_retried_until_it_goes_through(firing, webhook, receiv
     assert webhook.last_error == "HTTP 500"
 
 
-def test_it_gives_up_after_the_last_retry_but_keeps_the_channel(firing, webhook, receiver):
+def test_after_the_last_retry_the_channel_is_switched_off_and_says_why(
+    firing, webhook, receiver, settings
+):
+    settings.ALERTS_MAX_RETRIES = 3
     receiver.answer(502)
     [note] = firing(webhook)
 
@@ -127,8 +130,9 @@ def test_it_gives_up_after_the_last_retry_but_keeps_the_channel(firing, webhook,
     note.refresh_from_db()
     webhook.refresh_from_db()
     assert note.status == "failed"
-    assert note.attempts == deliver_notification.max_retries + 1
-    assert webhook.enabled
+    assert note.attempts == 4 and len(receiver.requests) == 4
+    assert not webhook.enabled
+    assert webhook.disabled_reason == "4 attempts failed, last: HTTP 502"
 
 
 def test_an_unreachable_webhook_is_retried_and_its_url_never_logged(

@@ -5,7 +5,7 @@ from datetime import timedelta
 import pytest
 
 from dashboard.alerts import evaluator
-from dashboard.alerts.evaluate import Health, Stats, Verdict
+from dashboard.alerts.decide import Health, Stats, Verdict
 from dashboard.alerts.models import AlertEvent, Notification
 
 pytestmark = pytest.mark.django_db
@@ -169,8 +169,8 @@ def test_a_second_evaluator_cannot_open_a_duplicate_event(runs, make_rule, now):
     verdict = Verdict(Health.BREACHED, Stats(6, 500), Stats(20, 200), 300, "")
     series = (runs.endpoint.pk, runs.workload.pk, "local")
 
-    first = evaluator.fire(rule, series, verdict, now)
-    second = evaluator.fire(rule, series, verdict, now)
+    first = evaluator.open_event(rule, series, verdict, now, "firing")
+    second = evaluator.open_event(rule, series, verdict, now, "firing")
 
     assert first is not None and second is None
     assert AlertEvent.objects.count() == 1
@@ -222,14 +222,14 @@ def test_a_broken_rule_does_not_stop_the_others(runs, make_rule, now, monkeypatc
     broken = make_rule(name="Broken")
     make_rule(name="Working")
     baseline_and_slow_recent(runs)
-    real = evaluator.window_stats
+    real = evaluator.measure
 
-    def flaky(rule, start, end):
+    def flaky(rule, now):
         if rule.pk == broken.pk:
             raise RuntimeError("boom")
-        return real(rule, start, end)
+        return real(rule, now)
 
-    monkeypatch.setattr(evaluator, "window_stats", flaky)
+    monkeypatch.setattr(evaluator, "measure", flaky)
     summary = evaluator.evaluate_all(now)
 
     assert summary["fired"] == 1

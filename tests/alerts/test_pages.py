@@ -197,3 +197,23 @@ def test_the_rule_admin_lists_rules_with_their_condition(admin_client, make_rule
 
     assert "all endpoints of Llama 3.3 70B" in html
     assert "worse than its 24 h baseline by more than 50 %" in html
+
+
+def test_the_admin_adds_silences_and_rules_with_their_new_settings(admin_client, endpoint):
+    for page in ("/admin/alerts/alertrule/add/", "/admin/alerts/silence/add/"):
+        assert admin_client.get(page).status_code == 200
+    rule_form = admin_client.get("/admin/alerts/alertrule/add/").content.decode()
+    for field in ("pending_for_min", "resolve_margin_pct", "repeat_every_min", "max_p_value"):
+        assert f'name="{field}"' in rule_form
+    response = admin_client.post(
+        "/admin/alerts/silence/add/",
+        {
+            "provider": endpoint.provider.pk,
+            "starts_at_0": "2026-01-01",
+            "starts_at_1": "00:00:00",
+            "ends_at_0": "2025-01-01",
+            "ends_at_1": "00:00:00",
+            "reason": "maintenance",
+        },
+    )
+    assert "A silence ends after it starts." in response.content.decode()

@@ -114,6 +114,10 @@ EFFECTS = {
     "EMAIL_HOST_PASSWORD": ("pw", DEVELOPMENT, lambda s: s["EMAIL_HOST_PASSWORD"]),
     "EMAIL_USE_TLS": ("false", DEVELOPMENT, lambda s: s["EMAIL_USE_TLS"]),
     "DEFAULT_FROM_EMAIL": ("a@b.example", DEVELOPMENT, lambda s: s["DEFAULT_FROM_EMAIL"]),
+    "EMAIL_TIMEOUT": ("3", DEVELOPMENT, lambda s: s["EMAIL_TIMEOUT"]),
+    "ALERTS_GROUP_WAIT_S": ("5", DEVELOPMENT, lambda s: s["ALERTS_GROUP_WAIT_S"]),
+    "ALERTS_RETRY_BASE_S": ("2", DEVELOPMENT, lambda s: s["ALERTS_RETRY_BASE_S"]),
+    "ALERTS_MAX_RETRIES": ("1", DEVELOPMENT, lambda s: s["ALERTS_MAX_RETRIES"]),
     "LOG_LEVEL": ("DEBUG", DEVELOPMENT, lambda s: s["LOGGING"]["root"]["level"]),
     "STATIC_ROOT": ("/tmp/iw-static", DEVELOPMENT, lambda s: s["STATIC_ROOT"]),
     "INFERWATCH_VAR_DIR": (None, DEVELOPMENT, lambda s: s["VAR_DIR"]),  # set per test

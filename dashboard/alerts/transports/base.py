@@ -34,6 +34,8 @@ class Transport:
     label: ClassVar[str]
     # Shown in the admin as the shape of the configuration.
     example_config: ClassVar[dict[str, Any]] = {}
+    # One line for operators: what the receiver gets (shown in the admin).
+    docs: ClassVar[str] = ""
 
     @classmethod
     def clean_config(cls, config: Any) -> dict[str, Any]:

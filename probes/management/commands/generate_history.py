@@ -2,6 +2,11 @@
 
     python manage.py generate_history --runs 10000000 --probes 300 --days 365
 
+With `--slowdowns N`, each endpoint also gets about N transient slowdowns a month (speed
+20–50 % lower for 2–8 hours); `--changes-out FILE` writes every injected slowdown (these
+and the lasting hardware changes that made an endpoint slower) as JSON, so
+`backtest_alerts --injected FILE` can score how many an alert rule catches.
+
 Creates a synthetic catalog (providers named "Synthetic …", flagged simulated and left
 disabled so the dispatcher never probes them), then writes one day at a time with
 Postgres COPY, each day in its own transaction. Ctrl-C loses at most the day in
@@ -12,6 +17,8 @@ uninterrupted one. Rollups for the generated days are built at the end (and on r
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import math
 import random
 import time
@@ -19,6 +26,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
+from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connection, transaction
@@ -107,6 +115,28 @@ class EndpointProfile:
     reasoning: bool
     price_in: float
     price_out: float
+    # Transient slowdowns: (start, end) as Unix seconds, and the share of speed lost.
+    slowdowns: tuple[tuple[float, float, float], ...] = ()
+
+    def slowdown_at(self, when: float) -> float:
+        return next((share for a, b, share in self.slowdowns if a <= when < b), 0.0)
+
+    def with_slowdowns(self, index: int, per_month: float, start: datetime, days: int):
+        """The same endpoint with transient slowdowns drawn from their own generator (so
+        the rest of the history is the same with or without them)."""
+        if per_month <= 0:
+            return self
+        rng = random.Random(f"slowdowns-{index}")
+        begin, end = start.timestamp(), start.timestamp() + days * 86400
+        spans, at = [], begin + 2 * 86400  # a baseline's worth first
+        while True:
+            at += rng.expovariate(per_month / (30 * 86400))
+            length = rng.uniform(2, 8) * 3600
+            if at + length >= end:
+                break
+            spans.append((at, at + length, rng.uniform(0.2, 0.5)))
+            at += length
+        return dataclasses.replace(self, slowdowns=tuple(spans))
 
     @classmethod
     def draw(cls, index: int, days: int) -> EndpointProfile:
@@ -152,6 +182,18 @@ class Command(BaseCommand):
             help="Last day generated is the day before this (default: today, UTC).",
         )
         parser.add_argument("--no-rollups", action="store_true", help="Skip building rollups.")
+        parser.add_argument(
+            "--slowdowns",
+            type=float,
+            default=0.0,
+            help="Transient slowdowns per endpoint per 30 days (20–50 %% slower, 2–8 h).",
+        )
+        parser.add_argument(
+            "--changes-out",
+            type=Path,
+            default=None,
+            help="Write the injected slowdowns here as JSON (for backtest_alerts --injected).",
+        )
 
     def handle(self, *args, **options) -> None:
         runs, probes, days = options["runs"], options["probes"], options["days"]
@@ -167,7 +209,9 @@ class Command(BaseCommand):
         end = datetime(end_day.year, end_day.month, end_day.day, tzinfo=UTC)
         start = end - timedelta(days=days)
 
-        plans = self._catalog(probes, interval_s, days)
+        plans = self._catalog(probes, interval_s, days, start, options["slowdowns"])
+        if options["changes_out"]:
+            self._write_changes(options["changes_out"], plans, start, days)
         resume_from = self._resume_point(plans, start)
         total_days = (end - start).days
         done_days = (resume_from - start).days
@@ -211,7 +255,40 @@ class Command(BaseCommand):
 
     # -- catalog ---------------------------------------------------------------------------
 
-    def _catalog(self, probes: int, interval_s: float, days: int) -> list[ProbePlan]:
+    def _write_changes(self, path: Path, plans: list[ProbePlan], start: datetime, days: int):
+        """Every injected slowdown, once per endpoint (its probes all share it)."""
+        changes, seen = [], set()
+        for plan in plans:
+            if plan.endpoint_id in seen:
+                continue
+            seen.add(plan.endpoint_id)
+            profile = plan.profile
+            for a, b, share in profile.slowdowns:
+                changes.append(
+                    {
+                        "endpoint": plan.endpoint_id,
+                        "start": datetime.fromtimestamp(a, UTC).isoformat(),
+                        "end": datetime.fromtimestamp(b, UTC).isoformat(),
+                        "slower_by": round(share, 4),
+                        "kind": "transient",
+                    }
+                )
+            if profile.change_factor < 1.0 and profile.change_day < days:
+                changes.append(
+                    {
+                        "endpoint": plan.endpoint_id,
+                        "start": (start + timedelta(days=profile.change_day)).isoformat(),
+                        "end": None,  # lasting: the baseline catches up after a day
+                        "slower_by": round(1 - profile.change_factor, 4),
+                        "kind": "lasting",
+                    }
+                )
+        path.write_text(json.dumps({"changes": changes}, indent=1))
+        self.stdout.write(f"Wrote {len(changes)} injected slowdowns to {path}.")
+
+    def _catalog(
+        self, probes: int, interval_s: float, days: int, start: datetime, slowdowns: float
+    ) -> list[ProbePlan]:
         """Get or create the synthetic providers, endpoints, workloads and probes."""
         workloads = []
         for slug, name, out_tokens, _ttft, in_tokens in WORKLOADS:
@@ -229,7 +306,9 @@ class Command(BaseCommand):
         plans = []
         for n, (ep_index, wl_index, region) in enumerate(targets[:probes]):
             endpoint = self._endpoint(ep_index)
-            profile = EndpointProfile.draw(ep_index, days)
+            profile = EndpointProfile.draw(ep_index, days).with_slowdowns(
+                ep_index, slowdowns, start, days
+            )
             probe, _ = Probe.objects.get_or_create(
                 endpoint=endpoint,
                 workload=workloads[wl_index],
@@ -349,6 +428,7 @@ class Command(BaseCommand):
             2 * math.pi * (hour - profile.peak_hour) / 24
         )
         speed_factor = profile.change_factor if day_index >= profile.change_day else 1.0
+        speed_factor *= 1 - profile.slowdown_at(slot)
 
         outage = outages.get(plan.provider_index)
         status = "ok"

@@ -1,0 +1,146 @@
+"""Reading a rule's windows from stored runs: the samples each series had in a time range.
+
+Short windows read raw runs (one grouped query over the run_series_idx index, samples
+aggregated into arrays by Postgres); long baselines read the whole hours they span from
+hourly rollups, whose histograms stand in for the samples, falling back to raw runs
+where no rollups have been written.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from django.contrib.postgres.aggregates import ArrayAgg
+from django.db.models import BooleanField, ExpressionWrapper, Max, Q
+
+from dashboard import histogram
+from dashboard.alerts.decide import Stats
+from dashboard.models import RunRollup
+from probes.models import ProbeRun
+
+Series = tuple[int, int, str]  # endpoint id, workload id, region
+# Baselines at least this long come from hourly rollups rather than every raw run.
+ROLLUP_BASELINE_FROM = timedelta(hours=6)
+HOUR = timedelta(hours=1)
+# An error-rate rule counts provider-side failures only: 429s and 5xx. Our own timeouts
+# and protocol errors are not a provider's availability (and never enter latency stats).
+ERROR_STATUSES = ("rate_limited", "server_error")
+# The same hours of this many previous days make a seasonal baseline.
+SEASON_DAYS = 7
+
+
+def usable_runs(metric: str) -> Q:
+    """Runs that count for a per-run metric: failed runs never enter latency or speed
+    statistics, and short outputs are left out of speed (metrics.md)."""
+    q = Q(status="ok", **{f"{metric}__isnull": False})
+    if metric == "output_tps":
+        q &= Q(short_output=False)
+    return q
+
+
+def _flag(condition: Q) -> ExpressionWrapper:
+    return ExpressionWrapper(condition, output_field=BooleanField())
+
+
+def _runs(scope: Q, ranges: list[tuple[datetime, datetime]]):
+    when = Q()
+    for start, end in ranges:
+        when |= Q(started_at__gte=start, started_at__lt=end)
+    return (
+        ProbeRun.objects.filter(scope, when)
+        .order_by()
+        .values_list("endpoint_id", "workload_id", "region")
+    )
+
+
+def raw_stats(
+    scope: Q, metric: str, ranges: list[tuple[datetime, datetime]]
+) -> dict[Series, Stats]:
+    """Every series' samples in the union of `ranges` (half-open)."""
+    runs = _runs(scope, ranges)
+    if metric == "success_rate":
+        rows = runs.annotate(ok=ArrayAgg(_flag(Q(status="ok"))))
+        return {(e, w, r): Stats.of_rate(flags) for e, w, r, flags in rows}
+    if metric == "error_rate":
+        rows = runs.annotate(bad=ArrayAgg(_flag(Q(status__in=ERROR_STATUSES))))
+        return {(e, w, r): Stats.of_rate(flags) for e, w, r, flags in rows}
+    rows = runs.annotate(values=ArrayAgg(metric, filter=usable_runs(metric), default=[]))
+    return {(e, w, r): Stats.of(values) for e, w, r, values in rows}
+
+
+def staleness(scope: Q, now: datetime, lookback: timedelta) -> dict[Series, Stats]:
+    """Minutes since each series' last successful run, for every series that ran at all
+    in `lookback` (one that never succeeded counts from the lookback's start)."""
+    rows = _runs(scope, [(now - lookback, now)]).annotate(
+        last_ok=Max("started_at", filter=Q(status="ok"))
+    )
+    stats = {}
+    for e, w, r, last_ok in rows:
+        age = (now - (last_ok or now - lookback)).total_seconds() / 60
+        stats[(e, w, r)] = Stats(1, age, (age,))
+    return stats
+
+
+def _floor_hour(when: datetime) -> datetime:
+    return when.replace(minute=0, second=0, microsecond=0)
+
+
+def rollup_stats(
+    scope: Q, metric: str, start: datetime, end: datetime
+) -> dict[Series, Stats] | None:
+    """The whole hours of [start, end) from hourly rollups, or None when there are none
+    (rollups not maintained yet): the caller then reads raw runs. Dropping the partial
+    hours at both ends changes a 6 h+ baseline by at most two hours of its span."""
+    first = _floor_hour(start) + (HOUR if _floor_hour(start) < start else timedelta(0))
+    rate = metric in ("success_rate", "error_rate")
+    fields = ["endpoint_id", "workload_id", "region", "runs", "ok_runs", "status_counts"]
+    if not rate:
+        fields.append(f"hist_{metric}")
+    rows = (
+        RunRollup.objects.filter(
+            scope,
+            granularity=RunRollup.HOUR,
+            bucket_start__gte=first,
+            bucket_start__lt=_floor_hour(end),
+        )
+        .order_by()
+        .values_list(*fields)
+    )
+    totals: dict[Series, list] = {}
+    for endpoint_id, workload_id, region, runs, ok_runs, counts, *hist in rows:
+        total = totals.setdefault((endpoint_id, workload_id, region), [0, 0, []])
+        total[0] += runs
+        if metric == "error_rate":
+            total[1] += sum((counts or {}).get(status, 0) for status in ERROR_STATUSES)
+        else:
+            total[1] += ok_runs
+        total[2].append(hist[0] if hist else None)
+    if not totals:
+        return None
+    if rate:
+        return {
+            series: Stats.of_rate([True] * hits + [False] * (n - hits))
+            for series, (n, hits, _) in totals.items()
+            if n
+        }
+    return {
+        series: Stats.of_histogram(histogram.merge(hists))
+        for series, (_, _, hists) in totals.items()
+    }
+
+
+def baseline_stats(scope: Q, metric: str, start: datetime, end: datetime) -> dict[Series, Stats]:
+    if end - start >= ROLLUP_BASELINE_FROM:
+        from_rollups = rollup_stats(scope, metric, start, end)
+        if from_rollups is not None:
+            return from_rollups
+    return raw_stats(scope, metric, [(start, end)])
+
+
+def same_hours_ranges(now: datetime, width: timedelta) -> list[tuple[datetime, datetime]]:
+    """The same time of day on each of the previous SEASON_DAYS days, `width` either
+    side: provider latency follows daily load, so 3 pm is compared with earlier 3 pms."""
+    return [
+        (now - timedelta(days=day) - width, now - timedelta(days=day) + width)
+        for day in range(1, SEASON_DAYS + 1)
+    ]

@@ -1,0 +1,93 @@
+"""/alerts/<id>/: the chart with its baseline band and window, the test's figures, the runs
+it used; and the badges on leaderboard rows and endpoint pages."""
+
+import io
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+from django.core.management import call_command
+from django.utils import timezone
+
+from dashboard.alerts import evaluator
+from dashboard.alerts.models import AlertEvent
+from dashboard.alerts.queries import firing_by_endpoint
+from probes.models import Probe, ProbeRun, Provider
+
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+@pytest.fixture
+def fired(runs_until, make_rule):
+    runs = runs_until(timezone.now())
+    runs.add(20, minutes_ago=120, ttft_ms=200.0)
+    slow = runs.add(6, minutes_ago=5, ttft_ms=600.0)
+    evaluator.evaluate_rule(make_rule(), timezone.now())
+    return AlertEvent.objects.get(), slow
+
+
+@pytest.mark.django_db
+def test_the_alert_page_shows_the_test_and_links_the_runs_it_used(client, fired):
+    event, slow = fired
+    html = client.get(f"/alerts/{event.pk}/").content.decode()
+
+    assert "TTFT regression" in html and "firing" in html
+    facts = html[html.index('id="alert-facts"') :]
+    assert "600 ms (6 runs)" in facts and "200 ms (20 runs)" in facts
+    assert "200 % worse than the baseline" in facts
+    assert f"{event.p_value:.2g}" in facts and "Mann–Whitney" in facts
+    for run in slow:
+        assert f'href="/runs/{run.pk}/"' in html
+    baseline_run = ProbeRun.objects.filter(ttft_ms=200.0).first()
+    assert f'href="/runs/{baseline_run.pk}/"' not in html
+
+
+@pytest.mark.django_db
+def test_an_unknown_alert_is_a_404(client):
+    assert client.get("/alerts/999999/").status_code == 404
+
+
+@pytest.mark.django_db
+def test_leaderboard_rows_and_endpoint_pages_of_firing_series_carry_a_badge(
+    client, fired, other_endpoint
+):
+    event, _ = fired
+    assert list(firing_by_endpoint([event.endpoint_id, other_endpoint.pk])) == [event.endpoint_id]
+    html = client.get(f"/endpoints/{event.endpoint_id}/").content.decode()
+    assert "1 firing" in html and f'href="/alerts/{event.pk}/"' in html
+    html = client.get(f"/endpoints/{other_endpoint.pk}/").content.decode()
+    assert "firing" not in html
+    # The leaderboard lists probed endpoints of enabled providers.
+    Probe.objects.create(endpoint=event.endpoint, workload=event.workload, region=event.region)
+    Provider.objects.filter(pk=event.endpoint.provider_id).update(enabled=True)
+    call_command("rebuild_rollups", stdout=io.StringIO())
+    board = client.get("/?window=24h&workload=short-chat").content.decode()
+    row = board[board.index(f'data-endpoint="{event.endpoint_id}"') :]
+    row = row[: row.index("</tr>")]
+    assert "1 firing" in row and f'href="/alerts/{event.pk}/"' in row
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed")
+@pytest.mark.django_db(transaction=True)
+def test_the_alert_chart_draws_runs_baseline_band_and_window_in_a_browser(live_server, fired):
+    from playwright.sync_api import sync_playwright
+
+    event, _ = fired
+    errors, hosts = [], set()
+    with sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=str(CHROMIUM), args=["--no-sandbox", "--disable-gpu"]
+        )
+        page = browser.new_page()
+        page.on("console", lambda m: m.type == "error" and errors.append(m.text))
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.on("request", lambda r: hosts.add(urlparse(r.url).hostname))
+        page.goto(f"{live_server.url}/alerts/{event.pk}/")
+        page.wait_for_function("document.getElementById('alert-chart')?.data?.length > 0")
+        points = page.evaluate("document.getElementById('alert-chart').data[0].y.length")
+        shapes = page.evaluate("document.getElementById('alert-chart').layout.shapes.length")
+        browser.close()
+    assert points == 26  # every usable run of the series around it
+    assert shapes == 3  # recent window, change moment, baseline band
+    assert errors == [] and hosts <= {"localhost", "127.0.0.1"}
