@@ -42,6 +42,7 @@ bench-alerts: $(VENV)/.installed  # one alert evaluation over a realistic run ta
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports  # the one-way layers (pyproject.toml; tests/test_layers.py too)
 
 format: $(VENV)/.installed
 	$(VENV)/bin/ruff format .

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from dashboard.definitions import METRICS
 from dashboard.queries import EndpointHistory, Point, Row
-from dashboard.web.definitions import METRICS
 
 ANSWER = "#2563eb"
 REASONING = "#d97706"

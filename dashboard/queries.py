@@ -31,8 +31,10 @@ from django.db.models.functions import Cast
 from django.utils import timezone
 
 from dashboard import histogram
+from dashboard.definitions import METRICS, PERCENTILES
 from dashboard.models import ROLLUP_METRICS, RunRollup, SnapshotBuild, WindowSnapshot
-from dashboard.web.definitions import METRICS, PERCENTILES
+from probes import ledger
+from probes.engine.contract import SPEED_METRICS
 from probes.models import (
     STATUSES,
     CanonicalModel,
@@ -43,6 +45,7 @@ from probes.models import (
     ProbeRun,
     Workload,
 )
+from probes.timefloors import floor_day, floor_hour
 
 HOUR = timedelta(hours=1)
 DAY = timedelta(days=1)
@@ -205,14 +208,6 @@ def parse_history_filters(params: Mapping[str, str]) -> HistoryFilters:
 
 
 # ------------------------------------------------------------------ time planning
-
-
-def floor_hour(t: datetime) -> datetime:
-    return t.replace(minute=0, second=0, microsecond=0)
-
-
-def floor_day(t: datetime) -> datetime:
-    return t.replace(hour=0, minute=0, second=0, microsecond=0)
 
 
 @dataclass(frozen=True)
@@ -428,8 +423,8 @@ def _with_raw_tail(
             continue  # failed runs count for availability, never for latency or speed
         agg.ok_runs += 1
         for metric, value in zip(metrics, row[n + 5 :], strict=True):
-            if metric == "output_tps" and short:
-                continue  # too short to rank on speed (metrics.md)
+            if short and metric in SPEED_METRICS:
+                continue  # too short to rank on speed (the contract's rule)
             agg.add_value(metric, value)
     return out
 
@@ -1070,8 +1065,6 @@ def lifetime_status_counts(now: datetime | None = None) -> dict[Series, dict[str
 
 def lost_slots_by_region(since: datetime) -> list[tuple[str, int]]:
     """(region, lost slots) since `since`, for regions that lost any."""
-    from probes import ledger
-
     lost = ledger.lost_since(since).values("region").annotate(n=Count("pk"))
     return sorted((row["region"], row["n"]) for row in lost)
 

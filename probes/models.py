@@ -19,6 +19,7 @@ from django.db import models
 from django.utils import timezone
 
 from probes import context_fit, secrets
+from probes.engine.contract import STATUS_CHOICES
 
 API_STYLES = [
     ("openai-chat", "OpenAI-compatible chat completions"),
@@ -443,23 +444,8 @@ class Claim(models.Model):
         )
 
 
-STATUSES = [
-    ("ok", "ok"),
-    ("auth_error", "auth error (401/403)"),
-    ("not_found", "not found (404)"),
-    ("rate_limited", "rate limited (429)"),
-    ("http_error", "other HTTP 4xx"),
-    ("server_error", "server error (5xx)"),
-    ("timeout_connect", "connect timeout"),
-    ("timeout_first_token", "first-token timeout"),
-    ("timeout_stall", "stalled"),
-    ("timeout_total", "total timeout"),
-    ("stream_error", "error in stream"),
-    ("protocol_error", "protocol error"),
-    ("truncated", "truncated"),
-    ("empty", "empty"),
-    ("network_error", "network error"),
-]
+# The run statuses of the contract (probes/engine/contract.py), as model choices.
+STATUSES = STATUS_CHOICES
 
 
 class ProbeRun(models.Model):

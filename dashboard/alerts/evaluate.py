@@ -10,9 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-# Latencies get worse as they grow; speed and availability get worse as they shrink.
-HIGHER_IS_WORSE = frozenset({"ttft_ms", "ttfat_ms", "e2e_ms"})
-LOWER_IS_WORSE = frozenset({"output_tps", "success_rate"})
+from probes.engine.contract import ROLLUP_METRICS, RUN_FIELDS
+
+# The aggregated metrics, each worse in the direction the contract says is not better
+# (latencies as they grow, speed as it shrinks), and availability as it shrinks.
+HIGHER_IS_WORSE = frozenset(m for m in ROLLUP_METRICS if RUN_FIELDS[m].better == "lower")
+LOWER_IS_WORSE = frozenset(
+    {*(m for m in ROLLUP_METRICS if RUN_FIELDS[m].better == "higher"), "success_rate"}
+)
 METRICS = HIGHER_IS_WORSE | LOWER_IS_WORSE
 
 REGRESSION = "regression"

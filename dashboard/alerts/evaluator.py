@@ -20,10 +20,13 @@ from django.db.models import Count, Q
 
 from dashboard import histogram
 from dashboard.alerts import evaluate
+from dashboard.alerts.delivery import deliver_notification
 from dashboard.alerts.evaluate import Action, Stats
 from dashboard.alerts.models import AlertEvent, AlertRule, Notification
 from dashboard.models import RunRollup
+from probes.engine.contract import SPEED_METRICS
 from probes.models import ProbeRun
+from probes.timefloors import floor_hour
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +50,7 @@ def usable_runs(metric: str) -> Q:
     """Runs that count for a metric: failed runs never enter latency or speed statistics,
     and short outputs are left out of speed (metrics.md)."""
     q = Q(status="ok", **{f"{metric}__isnull": False})
-    if metric == "output_tps":
+    if metric in SPEED_METRICS:
         q &= Q(short_output=False)
     return q
 
@@ -66,17 +69,13 @@ def window_stats(rule: AlertRule, start: datetime, end: datetime) -> dict[Series
     return {(e, w, r): Stats(n, value) for e, w, r, n, value in rows}
 
 
-def _floor_hour(when: datetime) -> datetime:
-    return when.replace(minute=0, second=0, microsecond=0)
-
-
 def rollup_window_stats(
     rule: AlertRule, start: datetime, end: datetime
 ) -> dict[Series, Stats] | None:
     """The whole hours of [start, end) from hourly rollups, or None when there are none
     (rollups not maintained yet): the caller then reads raw runs. Dropping the partial
     hours at both ends changes a 6 h+ baseline by at most two hours of its span."""
-    first = _floor_hour(start) + (HOUR if _floor_hour(start) < start else timedelta(0))
+    first = floor_hour(start) + (HOUR if floor_hour(start) < start else timedelta(0))
     fields = ["endpoint_id", "workload_id", "region", "runs", "ok_runs"]
     if rule.metric != "success_rate":
         fields.append(f"hist_{rule.metric}")
@@ -85,7 +84,7 @@ def rollup_window_stats(
             rule.runs_filter(),
             granularity=RunRollup.HOUR,
             bucket_start__gte=first,
-            bucket_start__lt=_floor_hour(end),
+            bucket_start__lt=floor_hour(end),
         )
         .order_by()
         .values_list(*fields)
@@ -238,8 +237,6 @@ def queue_notifications(
 
 
 def enqueue_delivery(notification_id: int) -> None:
-    from dashboard.alerts.tasks import deliver_notification
-
     try:
         deliver_notification.delay(notification_id)
     except Exception:

@@ -23,16 +23,14 @@ from dashboard.alerts.transports import (
     TransportError,
     get_transport,
 )
+from probes.engine.contract import ROLLUP_METRICS, RUN_FIELDS
 from probes.models import CanonicalModel, Endpoint, Workload, validate_region
 from probes.secrets import redact
 
 log = logging.getLogger(__name__)
 
 METRIC_CHOICES = [
-    ("ttft_ms", "Time to first token (ms)"),
-    ("ttfat_ms", "Time to first answer token (ms)"),
-    ("output_tps", "Output speed (tokens/s)"),
-    ("e2e_ms", "End-to-end time (ms)"),
+    *((m, f"{RUN_FIELDS[m].title} ({RUN_FIELDS[m].unit})") for m in ROLLUP_METRICS),
     ("success_rate", "Success rate (ok / all runs)"),
 ]
 METRIC_LABELS = dict(METRIC_CHOICES)

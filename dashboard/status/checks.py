@@ -11,11 +11,12 @@ from django.conf import settings
 from django.db import DatabaseError, connection
 from django.utils import timezone
 
-from dashboard import heartbeat
 from dashboard.devstack.runstate import running_state
 from dashboard.devstack.supervisor import describe_exit
 from dashboard.env import first_line, url_without_password
+from probes import heartbeat, ledger
 from probes.models import Provider
+from probes.redis_client import redis_client
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 _SEVERITY = {OK: 0, WARN: 1, FAIL: 2}
@@ -149,8 +150,6 @@ LOST_SLOTS_SHOWN = 5
 
 def check_lost_slots(now: datetime) -> Check:
     """Dispatched slots that ended with no run because of us (probes/ledger.py)."""
-    from probes import ledger
-
     since = now - timedelta(hours=LOST_SLOTS_WINDOW_H)
     try:
         lost = ledger.lost_since(since)
@@ -234,7 +233,7 @@ def check_restarts(now: datetime) -> Check | None:
 
 def run_checks() -> list[Check]:
     now = timezone.now()
-    client = heartbeat.redis_client(timeout_s=1.0)
+    client = redis_client(timeout_s=1.0)
     checks = [check_database(), check_redis(client)]
     database_up = checks[0].state != FAIL
     if checks[1].state == FAIL:

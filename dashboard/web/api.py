@@ -16,9 +16,10 @@ from django.urls import reverse
 from django.views.decorators.http import require_safe
 
 from dashboard import queries
+from dashboard.definitions import PERCENTILES
 from dashboard.models import ROLLUP_METRICS
 from dashboard.web import params as strict
-from dashboard.web.definitions import PERCENTILES, RUN_FIELDS
+from probes.engine import contract
 from probes.models import CanonicalModel, Endpoint, ProbeRun, Provider, Workload
 
 MAX_LIMIT = 500
@@ -51,14 +52,9 @@ RUN_COLUMNS = [
     "model_id",
     "workload",
     "region",
-    "status",
-    "http_status",
-    "error",
-    "retry_after_s",
-    "cold_connection",
-    "short_output",
+    *contract.OUTCOME_FIELDS,
     "client_bound",
-    *RUN_FIELDS,
+    *contract.RUN_FIELDS,
     "methodology_version",
 ]
 
@@ -270,16 +266,10 @@ def run_as_dict(run: ProbeRun) -> dict:
         "model_id": e.model_id,
         "workload": run.workload.slug,
         "region": run.region,
-        "status": run.status,
-        "http_status": run.http_status,
-        "error": run.error,
-        "retry_after_s": run.retry_after_s,
-        "cold_connection": run.cold_connection,
-        "short_output": run.short_output,
         "client_bound": run.client_bound,
         "methodology_version": run.methodology_version,
     }
-    for name in RUN_FIELDS:
+    for name in (*contract.OUTCOME_FIELDS, *contract.RUN_FIELDS):
         value = getattr(run, name)
         data[name] = float(value) if value is not None and name.endswith("cost_usd") else value
     return data

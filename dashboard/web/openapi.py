@@ -6,8 +6,9 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_safe
 
 from dashboard import queries
+from dashboard.definitions import METRICS, STATUS_MEANINGS
 from dashboard.web import api
-from dashboard.web.definitions import METRICS, RUN_FIELDS, STATUS_MEANINGS
+from probes.engine import contract
 
 
 def _param(name: str, description: str, *, enum=None, required=False, schema=None) -> dict:
@@ -87,8 +88,8 @@ def _run() -> dict:
             "description": "; ".join(f"{k}: {v}" for k, v in STATUS_MEANINGS.items()),
         },
     }
-    for name, text in RUN_FIELDS.items():
-        props[name] = {"description": text}
+    for name, field in {**contract.OUTCOME_FIELDS, **contract.RUN_FIELDS}.items():
+        props.setdefault(name, {"description": field.definition})
     return {"type": "object", "properties": props}
 
 

@@ -19,8 +19,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from dashboard import queries
+from dashboard.definitions import METRICS
 from dashboard.models import ROLLUP_METRICS
-from dashboard.web.definitions import METRICS
 from probes.models import Endpoint, Workload
 
 MEDIAN_WINDOW = timedelta(hours=24)

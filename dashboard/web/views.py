@@ -14,13 +14,14 @@ from django.views.decorators.http import require_safe
 from django.views.decorators.vary import vary_on_headers
 
 from dashboard import charts, queries
-from dashboard.models import ROLLUP_METRICS
-from dashboard.web.definitions import (
+from dashboard.definitions import (
     COMPARISONS,
     METRICS,
     RUN_FIELDS,
     STATUS_MEANINGS,
 )
+from dashboard.models import ROLLUP_METRICS
+from probes.engine import contract
 from probes.models import CanonicalModel, Endpoint, Probe, ProbeRun, Provider, Workload
 
 ACTIVE_ALERTS_TEMPLATE = "alerts/partials/active.html"
@@ -238,7 +239,12 @@ def methodology(request: HttpRequest) -> HttpResponse:
     context = {
         "metrics": METRICS.values(),
         "aggregated": ROLLUP_METRICS,
-        "run_fields": RUN_FIELDS.items(),
+        "run_fields": [
+            f
+            for f in (*contract.OUTCOME_FIELDS.values(), *contract.RUN_FIELDS.values())
+            if f.name != "status"  # statuses have their own section
+        ],
+        "methodology_version": contract.METHODOLOGY_VERSION,
         "statuses": STATUS_MEANINGS.items(),
         "comparisons": COMPARISONS,
         "workloads": workloads,

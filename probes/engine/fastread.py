@@ -33,6 +33,10 @@ class BodyError(Exception):
     """Malformed chunked framing."""
 
 
+class ResponseTooLarge(Exception):
+    """The body passed Limits.max_response_bytes (either read path raises it)."""
+
+
 class ChunkedDecoder:
     """Incremental ``Transfer-Encoding: chunked`` decoder (RFC 9112 section 7.1)."""
 
@@ -205,8 +209,6 @@ class FastBodyReader:
         if self.should_stop():
             self._finish("stopped")
         elif self.n_bytes > self.max_bytes:
-            from .client import ResponseTooLarge
-
             self._fail(ResponseTooLarge(f"response larger than {self.max_bytes} bytes"))
         elif (self.decoder is not None and self.decoder.done) or self.left == 0:
             self._finish("complete")

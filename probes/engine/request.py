@@ -7,7 +7,7 @@ from typing import Any
 
 import orjson
 
-from .result import MIN_SPEED_TOKENS
+from .contract import MIN_SPEED_TOKENS
 
 APIS = ("openai-chat", "anthropic-messages", "openai-responses")
 ANTHROPIC_VERSION = "2023-06-01"

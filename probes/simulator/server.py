@@ -25,6 +25,8 @@ from typing import Any
 
 import orjson
 
+from probes.engine import tokens  # the same o200k count the engine uses
+
 from . import vocab
 from .events import AnthropicEvents, OpenAIChatEvents
 from .profiles import BUILTIN, Profile, resolve
@@ -434,8 +436,6 @@ class SimulatorServer:
         self._failure_rngs: dict[str, random.Random] = {}
 
     async def start(self) -> int:
-        from probes.engine import tokens
-
         tokens.encoding()  # load the tokenizer now, not inside the first request's TTFT
         loop = asyncio.get_running_loop()
         self.scheduler = Scheduler(loop)
@@ -584,8 +584,6 @@ class SimulatorServer:
 
 
 def _prompt_tokens(req: dict[str, Any]) -> int:
-    from probes.engine import tokens  # the same o200k count the engine uses
-
     texts = []
     for m in req.get("messages") or req.get("input") or []:
         content = m.get("content") if isinstance(m, dict) else None

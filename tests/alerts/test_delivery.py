@@ -4,8 +4,8 @@ import pytest
 from django.core import mail
 
 from dashboard.alerts import evaluator
+from dashboard.alerts.delivery import deliver_notification
 from dashboard.alerts.models import Channel, Notification
-from dashboard.alerts.tasks import deliver_notification
 
 pytestmark = pytest.mark.django_db
 

@@ -15,7 +15,8 @@ import json
 
 import pytest
 
-from probes.engine import ProbeRequest, RunResult, calibrate, measure, measure_sync
+from probes.calibration import calibrate
+from probes.engine import ProbeRequest, RunResult, measure, measure_sync
 from probes.simulator import SimulatorProcess
 
 

@@ -10,8 +10,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from dashboard import heartbeat
 from dashboard.status.checks import QUEUE_WARN_DEPTH, check_beat
+from probes import heartbeat
+from probes.redis_client import redis_client
 from tests.foundation.conftest import ROOT
 
 pytestmark = pytest.mark.django_db
@@ -19,7 +20,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def redis(settings):
-    client = heartbeat.redis_client()
+    client = redis_client()
     yield client
     for key in client.scan_iter(match=f"{heartbeat.PREFIX}:*"):
         client.delete(key)

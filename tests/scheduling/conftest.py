@@ -29,8 +29,8 @@ import redis
 from django.conf import settings
 from django.db import connection
 
-from dashboard.heartbeat import redis_client
 from probes.models import CanonicalModel, Endpoint, Price, Probe, Provider, Workload
+from probes.redis_client import redis_client
 from probes.simulator import SimulatorProcess, start_in_process
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,8 +11,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from dashboard import heartbeat
-from probes import concurrency, ledger
+from probes import concurrency, heartbeat, ledger
 from probes.tasks import run_probe, sweep_dispatched_slots
 
 from .conftest import wait_for

@@ -15,8 +15,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.db import connection
 
-from dashboard.heartbeat import read_heartbeats
 from probes import concurrency, dispatch, ledger, recording, runner
+from probes.heartbeat import read_heartbeats
 from probes.models import DispatchedSlot, Probe, ProbeRun
 from probes.tasks import (
     dispatch_due_probes,

@@ -14,6 +14,7 @@ from dashboard import histogram, rollups
 from dashboard.models import RunRollup
 from probes import retention
 from probes.models import ProbeRun
+from probes.timefloors import floor_hour
 
 DAY0 = datetime(2026, 5, 1, tzinfo=UTC)
 
@@ -106,24 +107,43 @@ def test_counts_include_failures_and_histograms_only_ok_runs(make_probe):
 
 
 @pytest.mark.django_db
-def test_recomputing_is_idempotent_and_picks_up_a_late_run(make_probe, clean_redis):
+def test_recomputing_is_idempotent_and_picks_up_a_late_run(make_probe):
     probe = make_probe()
     add_runs(probe, DAY0, hours=3, per_hour=4, rng=random.Random(3))
     rollups.rebuild(DAY0, DAY0 + timedelta(days=1))
     rollups.rebuild(DAY0, DAY0 + timedelta(days=1))
-    assert RunRollup.objects.filter(granularity="hour").count() == 3
     assert RunRollup.objects.get(granularity="day").runs == 12
+    assert RunRollup.objects.filter(granularity="hour").count() == 3
+    later = DAY0 + timedelta(days=3)
+    rollups.refresh(now=later)
+    rollups.refresh(now=later)  # the runs above are read twice (see new_run_buckets)
+    assert rollups.refresh(now=later) == 0  # then nothing is new
 
-    # A run of an old hour arrives late (written after the database came back).
+    # A run of an old hour arrives late (written after the database came back): the
+    # maintenance finds it by its id, with no word from the probe that wrote it.
     late_at = DAY0 + timedelta(hours=1, minutes=30)
     add_runs(probe, late_at, hours=1, per_hour=1, rng=random.Random(4), status="timeout_total")
-    rollups.mark_dirty(clean_redis, probe.endpoint_id, probe.workload_id, probe.region, late_at)
 
-    assert rollups.refresh(clean_redis, now=DAY0 + timedelta(days=3)) == 1
+    assert rollups.refresh(now=later) == 1
     hour = RunRollup.objects.get(granularity="hour", bucket_start=DAY0 + timedelta(hours=1))
     assert hour.runs == 5 and hour.status_counts["timeout_total"] == 1
     assert RunRollup.objects.get(granularity="day").runs == 13
-    assert clean_redis.scard(rollups.DIRTY_KEY) == 0
+
+
+@pytest.mark.django_db
+def test_a_run_that_committed_after_a_pass_read_higher_ids_is_still_rolled_up(make_probe):
+    probe = make_probe()
+    later = DAY0 + timedelta(days=3)
+    rollups.refresh(now=later)
+    (first,) = add_runs(probe, DAY0, hours=1, per_hour=1, rng=random.Random(5))
+    assert rollups.refresh(now=later) == 1  # reads up to `first`
+    # Another run drew a lower id but committed only after that pass read.
+    (late,) = add_runs(probe, DAY0 + timedelta(hours=5), hours=1, per_hour=1, rng=random.Random(6))
+    ProbeRun.objects.filter(pk=late.pk).update(id=first.pk - 1)
+
+    rollups.refresh(now=later)
+
+    assert RunRollup.objects.get(granularity="hour", bucket_start=DAY0 + timedelta(hours=5))
 
 
 @pytest.mark.django_db
@@ -154,14 +174,14 @@ def test_the_retention_cutoff_is_a_whole_day(settings):
 
 @pytest.mark.django_db
 def test_the_maintenance_task_merges_each_leaderboard_window_into_a_snapshot(
-    make_probe, clean_redis
+    make_probe,
 ):
     from dashboard.models import SnapshotBuild, WindowSnapshot
-    from probes.tasks import maintain_rollups
+    from dashboard.tasks import maintain_rollups
 
     probe = make_probe()
     now = datetime.now(UTC)
-    start = rollups.floor_hour(now) - timedelta(hours=30)
+    start = floor_hour(now) - timedelta(hours=30)
     runs = add_runs(probe, start, hours=30, per_hour=2, rng=random.Random(8))
     rollups.rebuild(start)
 
@@ -170,7 +190,7 @@ def test_the_maintenance_task_merges_each_leaderboard_window_into_a_snapshot(
     windows = set(SnapshotBuild.objects.values_list("window", flat=True))
     assert windows == {"24h", "72h", "7d", "30d", "lifetime"}
     # The 72 h snapshot holds every run before the raw tail (the last hour and this one).
-    covered = [r for r in runs if r.started_at < rollups.floor_hour(now) - timedelta(hours=1)]
+    covered = [r for r in runs if r.started_at < floor_hour(now) - timedelta(hours=1)]
     row = WindowSnapshot.objects.get(window="72h", region=WindowSnapshot.ALL_REGIONS)
     assert row.runs == len(covered)
     assert row.ok_runs == sum(r.status == "ok" for r in covered)

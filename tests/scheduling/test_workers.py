@@ -121,7 +121,7 @@ def test_worker_and_beat_reconnect_after_redis_restarts(processes, private_redis
 
 
 def private_redis_client(url):
-    from dashboard.heartbeat import redis_client
+    from probes.redis_client import redis_client
 
     return redis_client(url)
 

@@ -12,7 +12,9 @@ import time
 from datetime import UTC, datetime
 
 import redis
-from django.conf import settings
+from celery import bootsteps
+
+from probes.redis_client import redis_client
 
 log = logging.getLogger(__name__)
 
@@ -20,19 +22,6 @@ PREFIX = "inferwatch:heartbeat"
 WORKER_INTERVAL_S = 15
 # Long enough to span several missed beats, short enough that a dead worker vanishes soon.
 TTL_S = 600
-
-
-def redis_client(url: str | None = None, timeout_s: float = 2.0) -> redis.Redis:
-    """A client for REDIS_URL, with short timeouts so a dead Redis fails fast.
-
-    Accepts Celery's `redis+socket:///path` spelling of a unix socket as well as redis-py's.
-    """
-    url = url or settings.REDIS_URL
-    if url.startswith("redis+socket://"):
-        url = "unix://" + url.removeprefix("redis+socket://")
-    return redis.Redis.from_url(
-        url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s, decode_responses=True
-    )
 
 
 def _key(kind: str, name: str) -> str:
@@ -70,7 +59,6 @@ def read_heartbeats(kind: str, client: redis.Redis | None = None) -> dict[str, d
 
 def install_worker_heartbeat(app) -> None:
     """Make every Celery worker of `app` record a heartbeat every WORKER_INTERVAL_S."""
-    from celery import bootsteps
 
     class WorkerHeartbeat(bootsteps.StartStopStep):
         requires = {"celery.worker.components:Timer"}

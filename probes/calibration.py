@@ -15,9 +15,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from .client import measure_sync
-from .request import Limits, ProbeRequest
-from .result import METHODOLOGY_VERSION
+from probes.engine import METHODOLOGY_VERSION, Limits, ProbeRequest, measure_sync
+from probes.simulator import start_in_process
 
 # Measured (README, Benchmarks): keep a process's total event rate under ~45 % of its flood
 # capacity to stay accurate.
@@ -53,8 +52,6 @@ def _true_rate(result: Any) -> tuple[float | None, float | None]:
 
 def calibrate(duration_s: float = 6.0, base_url: str | None = None) -> Calibration:
     """Measure this process's ceiling against a local simulator (about ``duration_s``)."""
-    from probes.simulator import start_in_process
-
     sim = None
     if base_url is None:
         sim = start_in_process()
