@@ -5,8 +5,9 @@ from __future__ import annotations
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_safe
 
-from dashboard import queries
 from dashboard.definitions import METRICS, STATUS_MEANINGS
+from dashboard.queries import aggregates
+from dashboard.queries import filters as query_filters
 from dashboard.web import api
 from probes.engine import contract
 
@@ -95,7 +96,7 @@ def _run() -> dict:
 
 def spec(base_url: str) -> dict:
     history_filters = [
-        _param("window", "History window.", enum=queries.HISTORY_WINDOWS),
+        _param("window", "History window.", enum=aggregates.HISTORY_WINDOWS),
         _param("workload", "Workload slug (see catalog); default: all workloads."),
         _param("region", "Probe region, or all."),
     ]
@@ -116,12 +117,15 @@ def spec(base_url: str) -> dict:
                     "parameters": [
                         _param("model", "Canonical model slug, or all."),
                         _param("workload", "Workload slug; default: the most probed one."),
-                        _param("window", "Window.", enum=queries.LEADERBOARD_WINDOWS),
+                        _param("window", "Window.", enum=aggregates.LEADERBOARD_WINDOWS),
                         _param("region", "Probe region, or all."),
                         _param(
                             "sort",
                             "Column, - prefix for descending.",
-                            enum=[*queries.SORT_KEYS, *(f"-{k}" for k in queries.SORT_KEYS)],
+                            enum=[
+                                *query_filters.SORT_KEYS,
+                                *(f"-{k}" for k in query_filters.SORT_KEYS),
+                            ],
                         ),
                         _FORMAT,
                     ],

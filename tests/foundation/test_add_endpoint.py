@@ -11,7 +11,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.urls import reverse
 
-from dashboard import queries
+from dashboard.queries import filters as query_filters
+from dashboard.queries import leaderboard as leaderboards
 from probes import connection_check, dispatch, onboarding, runner
 from probes.catalog import LoadReport, load_workloads
 from probes.models import CanonicalModel, Endpoint, Probe, ProbeRun, Provider
@@ -173,11 +174,11 @@ def test_a_workload_that_does_not_fit_is_never_dispatched(small_endpoint):
 
 def test_the_board_shows_a_workload_that_does_not_fit_as_not_applicable(small_endpoint):
     endpoint, _ = small_endpoint
-    board = queries.leaderboard(queries.parse_filters({"workload": "long-10k"}))
+    board = leaderboards.leaderboard(query_filters.parse_filters({"workload": "long-10k"}))
     (row,) = board.rows
     assert row.endpoint == endpoint and row.not_applicable and row.samples == 0
 
-    board = queries.leaderboard(queries.parse_filters({"workload": "chat-1k"}))
+    board = leaderboards.leaderboard(query_filters.parse_filters({"workload": "chat-1k"}))
     (row,) = board.rows
     assert not row.not_applicable
 
@@ -186,7 +187,7 @@ def test_a_disabled_probe_leaves_the_board(small_endpoint, client):
     endpoint, probes = small_endpoint
     runner.run_slot(probes["chat-1k"], None, "test", "local")
     Probe.objects.filter(pk=probes["chat-1k"].pk).update(enabled=False)
-    board = queries.leaderboard(queries.parse_filters({"workload": "chat-1k"}))
+    board = leaderboards.leaderboard(query_filters.parse_filters({"workload": "chat-1k"}))
     assert board.rows == []
 
 

@@ -16,7 +16,8 @@ import pytest
 from django.utils import timezone
 from django.utils.text import slugify
 
-from dashboard import queries, rollups
+from dashboard import rollups
+from dashboard.queries import aggregates
 from probes import recording
 from probes.catalog import DEMO_PROVIDERS, DemoSeed, load_demo
 from probes.engine import Limits, Prices, ProbeRequest, RunResult, measure
@@ -42,9 +43,9 @@ os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 @pytest.fixture(autouse=True)
 def fresh_rollup_memo():
     """Each test reads rollups afresh: ids and data differ from test to test."""
-    queries.clear_memo()
+    aggregates.clear_memo()
     yield
-    queries.clear_memo()
+    aggregates.clear_memo()
 
 
 def make_provider(name: str, *, simulated: bool = False, **kw) -> Provider:

@@ -7,7 +7,10 @@ from datetime import UTC, datetime, timedelta
 import plotly.graph_objects as go
 import pytest
 
-from dashboard import charts, queries
+from dashboard import charts
+from dashboard.queries import filters as query_filters
+from dashboard.queries import history as endpoint_history
+from dashboard.queries import leaderboard as leaderboards
 
 from .conftest import make_run, make_timeline
 
@@ -17,8 +20,8 @@ def valid(figure: dict) -> go.Figure:
 
 
 def test_every_figure_is_valid_plotly(history):
-    board = queries.leaderboard(queries.parse_filters({}))
-    histories = queries.history(list(history["endpoints"].values()), window="7d")
+    board = leaderboards.leaderboard(query_filters.parse_filters({}))
+    histories = endpoint_history.history(list(history["endpoints"].values()), window="7d")
     figures = [
         charts.speed_vs_price(board.rows),
         charts.ttft_vs_speed(board.rows),
@@ -32,7 +35,7 @@ def test_every_figure_is_valid_plotly(history):
 
 
 def test_simulated_endpoints_are_drawn_hollow_and_named_as_such(history):
-    board = queries.leaderboard(queries.parse_filters({}))
+    board = leaderboards.leaderboard(query_filters.parse_filters({}))
     (trace,) = charts.ttft_vs_speed(board.rows)["data"]
     simulated = [i for i, name in enumerate(trace["customdata"]) if "(simulated)" in name]
     assert len(simulated) == 1
@@ -57,7 +60,9 @@ def test_a_ragged_or_missing_timeline_draws_what_it_can():
 
 def test_a_sparkline_scales_to_its_own_range():
     t0 = datetime(2025, 1, 1, tzinfo=UTC)
-    points = [queries.Point(t0 + timedelta(hours=i), v) for i, v in enumerate([10, None, 30, 20])]
+    points = [
+        leaderboards.Point(t0 + timedelta(hours=i), v) for i, v in enumerate([10, None, 30, 20])
+    ]
     line = charts.sparkline(points, width=100, height=20)
     xs_ys = [tuple(map(float, p.split(","))) for p in line.points.split()]
     assert xs_ys[0] == (2.0, 18.0)  # lowest value at the bottom left
@@ -69,7 +74,7 @@ def test_a_sparkline_scales_to_its_own_range():
 def test_a_history_with_one_point_still_spans_its_whole_window(catalog):
     endpoint = catalog["endpoints"]["fast"]
     make_run(endpoint, catalog["workload"], ago=timedelta(minutes=5), output_tps=1.5)
-    histories = queries.history([endpoint], window="24h")
+    histories = endpoint_history.history([endpoint], window="24h")
     now = datetime.now(UTC)
     span = (now - timedelta(hours=24), now)
     figure = valid(charts.history(histories, "output_tps", span))
@@ -80,7 +85,7 @@ def test_a_history_with_one_point_still_spans_its_whole_window(catalog):
 
 
 def test_charts_with_nothing_to_draw_say_why(catalog):
-    board = queries.leaderboard(queries.parse_filters({}))  # no runs at all
+    board = leaderboards.leaderboard(query_filters.parse_filters({}))  # no runs at all
     for figure, words in (
         (charts.speed_vs_price(board.rows), "has a price"),
         (charts.ttft_vs_speed(board.rows), "No measured runs"),
@@ -94,7 +99,7 @@ def test_charts_with_nothing_to_draw_say_why(catalog):
 
 
 def test_scatter_labels_have_room_inside_the_axes(history):
-    board = queries.leaderboard(queries.parse_filters({}))
+    board = leaderboards.leaderboard(query_filters.parse_filters({}))
     figure = charts.ttft_vs_speed(board.rows)
     (trace,) = figure["data"]
     lo, hi = figure["layout"]["xaxis"]["range"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from dashboard import queries
+from dashboard.queries import filters as query_filters
 from probes.models import Probe, Workload
 
 from .conftest import make_run, make_workload
@@ -17,9 +17,9 @@ def test_the_home_workload_is_a_setting_not_what_most_probes_run(client, catalog
         Probe.objects.create(endpoint=endpoint, workload=short, region="ap-south")
     make_workload("chat-1k", "Chat, ~1,000 input tokens")
 
-    assert queries.default_workload() == "chat-1k"  # though most probes run "short"
+    assert query_filters.default_workload() == "chat-1k"  # though most probes run "short"
     settings.DEFAULT_WORKLOAD = "chat-short"
-    assert queries.default_workload() == "chat-short"
+    assert query_filters.default_workload() == "chat-short"
     assert "<strong>Short chat</strong>" in client.get("/").content.decode()
 
 

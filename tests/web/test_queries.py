@@ -10,8 +10,12 @@ from django.db.models import Q
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from dashboard import queries
 from dashboard.models import RunRollup
+from dashboard.queries import aggregates
+from dashboard.queries import filters as query_filters
+from dashboard.queries import history as endpoint_history
+from dashboard.queries import leaderboard as leaderboards
+from dashboard.web import prometheus
 from probes.models import ProbeRun
 
 from .conftest import make_run
@@ -24,11 +28,11 @@ def raw_ok(endpoint, since: datetime, field: str) -> list[float]:
     return list(runs.values_list(field, flat=True))
 
 
-def board(**params) -> queries.Leaderboard:
-    return queries.leaderboard(queries.parse_filters(params))
+def board(**params) -> leaderboards.Leaderboard:
+    return leaderboards.leaderboard(query_filters.parse_filters(params))
 
 
-def row_for(b: queries.Leaderboard, endpoint) -> queries.Row:
+def row_for(b: leaderboards.Leaderboard, endpoint) -> leaderboards.Row:
     return next(r for r in b.rows if r.endpoint.pk == endpoint.pk)
 
 
@@ -36,7 +40,7 @@ def row_for(b: queries.Leaderboard, endpoint) -> queries.Row:
 def test_it_counts_every_run_in_the_window_exactly_once(history, window):
     fast = history["endpoints"]["fast"]
     now = timezone.now()
-    plan = queries.plan_window(now - queries.LEADERBOARD_WINDOWS[window], now)
+    plan = aggregates.plan_window(now - aggregates.LEADERBOARD_WINDOWS[window], now)
     start = plan.rollups[0][1] if plan.rollups else plan.raw_from
     expected = ProbeRun.objects.filter(endpoint=fast, started_at__gte=start).count()
     row = row_for(board(window=window), fast)
@@ -50,7 +54,7 @@ def test_it_counts_every_run_in_the_window_exactly_once(history, window):
 def test_its_medians_match_the_raw_runs_to_the_histogram_precision(history):
     fast = history["endpoints"]["fast"]
     now = timezone.now()
-    start = queries.floor_hour(now - timedelta(hours=72))
+    start = aggregates.floor_hour(now - timedelta(hours=72))
     row = row_for(board(window="72h"), fast)
     for field in ("output_tps", "ttft_ms", "e2e_ms"):
         values = sorted(raw_ok(fast, start, field))
@@ -61,7 +65,7 @@ def test_its_medians_match_the_raw_runs_to_the_histogram_precision(history):
 
 def test_the_72h_window_reads_daily_rollups_for_whole_days():
     now = datetime(2025, 3, 10, 14, 25, tzinfo=UTC)
-    plan = queries.plan_window(now - timedelta(hours=72), now)
+    plan = aggregates.plan_window(now - timedelta(hours=72), now)
     assert plan.rollups == [
         (RunRollup.HOUR, datetime(2025, 3, 7, 14, tzinfo=UTC), datetime(2025, 3, 8, tzinfo=UTC)),
         (RunRollup.DAY, datetime(2025, 3, 8, tzinfo=UTC), datetime(2025, 3, 10, tzinfo=UTC)),
@@ -72,7 +76,7 @@ def test_the_72h_window_reads_daily_rollups_for_whole_days():
 
 def test_the_one_hour_window_reads_raw_runs_only():
     now = datetime(2025, 3, 10, 14, 25, tzinfo=UTC)
-    plan = queries.plan_window(now - timedelta(hours=1), now)
+    plan = aggregates.plan_window(now - timedelta(hours=1), now)
     assert plan.rollups == []
     assert plan.raw_from == now - timedelta(hours=1)
 
@@ -134,7 +138,7 @@ def test_a_price_in_force_today_wins_over_an_older_one(catalog):
         input_per_m=9,
         output_per_m=9,
     )
-    assert queries.current_prices([endpoint.pk])[endpoint.pk].blended_per_m == 1.25
+    assert leaderboards.current_prices([endpoint.pk])[endpoint.pk].blended_per_m == 1.25
 
 
 @pytest.mark.parametrize(
@@ -148,13 +152,13 @@ def test_a_price_in_force_today_wins_over_an_older_one(catalog):
     ],
 )
 def test_unknown_filter_values_are_refused_with_the_accepted_values(catalog, params, message):
-    with pytest.raises(queries.BadFilter, match=message) as error:
-        queries.parse_filters(params)
+    with pytest.raises(query_filters.BadFilter, match=message) as error:
+        query_filters.parse_filters(params)
     assert "Use one of:" in str(error.value)
 
 
 def test_history_gives_daily_bands_beyond_a_week(history):
-    (h,) = queries.history([history["endpoints"]["fast"]], window="30d")
+    (h,) = endpoint_history.history([history["endpoints"]["fast"]], window="30d")
     points = h.series["output_tps"]
     assert 4 <= len(points) <= 6  # four days of runs, daily buckets
     for p in points:
@@ -179,15 +183,15 @@ def test_rollup_reads_are_memoised_for_a_minute_and_raw_runs_never_are(history, 
     late = make_run(fast, workload, ago=timedelta(hours=30))  # lands in a rolled-up hour
     rollups.recompute_span(late.started_at, late.started_at + timedelta(seconds=1))
     assert row_for(board(window="72h"), fast).samples == before  # memoised read
-    later = queries._clock() + queries.MEMO_SECONDS + 1
-    monkeypatch.setattr(queries, "_clock", lambda: later)
+    later = aggregates._clock() + aggregates.MEMO_SECONDS + 1
+    monkeypatch.setattr(aggregates, "_clock", lambda: later)
     assert row_for(board(window="72h"), fast).samples == before + 1
 
 
 # -- window snapshots (dashboard/snapshots.py) ---------------------------------------------
 
 
-def figures(b: queries.Leaderboard) -> dict:
+def figures(b: leaderboards.Leaderboard) -> dict:
     """Everything a leaderboard row shows that comes from runs."""
     return {
         r.endpoint.pk: (
@@ -207,13 +211,13 @@ def test_a_snapshot_gives_the_very_figures_the_rollups_give(history, window):
     from dashboard import snapshots
 
     now = timezone.now()
-    filters = queries.parse_filters({"window": window})
-    from_rollups = figures(queries.leaderboard(filters, now=now))
+    filters = query_filters.parse_filters({"window": window})
+    from_rollups = figures(leaderboards.leaderboard(filters, now=now))
 
     snapshots.build(window, now)
-    plan = queries.plan_window(now - queries.LEADERBOARD_WINDOWS[window], now)
-    assert queries.snapshot_window(plan) == window  # the snapshot is what answers now
-    assert figures(queries.leaderboard(filters, now=now)) == from_rollups
+    plan = aggregates.plan_window(now - aggregates.LEADERBOARD_WINDOWS[window], now)
+    assert aggregates.snapshot_window(plan) == window  # the snapshot is what answers now
+    assert figures(leaderboards.leaderboard(filters, now=now)) == from_rollups
     assert any(points for *_, points in from_rollups.values())
 
 
@@ -221,18 +225,18 @@ def test_a_snapshot_serves_one_region_and_every_grouping_of_metrics(history):
     from dashboard import snapshots
 
     now = timezone.now()
-    board_filters = queries.parse_filters({"window": "72h", "region": "eu-west"})
+    board_filters = query_filters.parse_filters({"window": "72h", "region": "eu-west"})
     start = now - timedelta(hours=72)
     by_series = ("endpoint", "workload", "region")
-    before = queries.collect(Q(), start, now, group_by=by_series)
-    before_board = figures(queries.leaderboard(board_filters, now=now))
+    before = aggregates.collect(Q(), start, now, group_by=by_series)
+    before_board = figures(leaderboards.leaderboard(board_filters, now=now))
 
     snapshots.build("72h", now)
-    after = queries.collect(Q(), start, now, group_by=by_series)
+    after = aggregates.collect(Q(), start, now, group_by=by_series)
     assert {k: (a.runs, a.hists) for k, a in after.items()} == {
         k: (a.runs, a.hists) for k, a in before.items()
     }
-    assert figures(queries.leaderboard(board_filters, now=now)) == before_board
+    assert figures(leaderboards.leaderboard(board_filters, now=now)) == before_board
 
 
 def test_runs_newer_than_the_snapshot_count_at_once(history):
@@ -279,13 +283,30 @@ def test_lifetime_counters_read_from_the_snapshot_match_the_rollups(history):
     from dashboard import snapshots
 
     now = timezone.now()
-    from_rollups = queries.lifetime_status_counts(now)
+    from_rollups = prometheus.lifetime_status_counts(now)
     fast = history["endpoints"]["fast"]
     snapshots.build_lifetime(now)
-    queries.clear_memo()
+    aggregates.clear_memo()
     with CaptureQueriesContext(connection) as sql:
-        from_snapshot = queries.lifetime_status_counts(now)
+        from_snapshot = prometheus.lifetime_status_counts(now)
     assert not any("jsonb_each_text" in q["sql"] for q in sql.captured_queries)
     assert from_snapshot == from_rollups
     series = (fast.pk, history["workload"].pk, "eu-west")
     assert sum(from_snapshot[series].values()) == ProbeRun.objects.filter(endpoint=fast).count()
+
+
+def test_the_memo_hands_every_caller_its_own_copy():
+    aggregates.clear_memo()
+    computed = []
+
+    def compute():
+        computed.append(1)
+        return {("k",): aggregates.Agg(runs=1)}
+
+    first = aggregates.memoised(("copies",), compute, aggregates.copy_aggregates)
+    first[("k",)].runs += 10  # a caller adds its raw tail to what it got
+    second = aggregates.memoised(("copies",), compute, aggregates.copy_aggregates)
+
+    assert computed == [1]
+    assert second[("k",)].runs == 1
+    aggregates.clear_memo()
