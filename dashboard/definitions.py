@@ -22,10 +22,6 @@ class Metric:
     definition: str
     better: str = "lower"  # "higher" or "lower": which way a ranking reads
 
-    @property
-    def anchor(self) -> str:
-        return f"/methodology/#{self.name}"
-
 
 METRICS: dict[str, Metric] = {
     m.name: m
