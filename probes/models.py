@@ -20,11 +20,10 @@ from django.utils import timezone
 
 from probes import context_fit, secrets
 from probes.engine.contract import STATUS_CHOICES
+from probes.engine.dialects import API_CHOICES
 
-API_STYLES = [
-    ("openai-chat", "OpenAI-compatible chat completions"),
-    ("anthropic-messages", "Anthropic messages"),
-]
+# Every provider API the engine speaks (probes/engine/dialects/), as admin choices.
+API_STYLES = API_CHOICES
 
 _ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 _REGION = re.compile(r"^[a-z0-9][a-z0-9-]{0,39}$")

@@ -26,9 +26,10 @@ from typing import Any
 import orjson
 
 from probes.engine import tokens  # the same o200k count the engine uses
+from probes.engine.dialects import DIALECTS
 
 from . import vocab
-from .events import AnthropicEvents, OpenAIChatEvents
+from .events import EVENTS, OpenAIChatEvents
 from .profiles import BUILTIN, Profile, resolve
 
 _FAR_NS = 2_000_000  # beyond this, let the event loop sleep...
@@ -421,7 +422,7 @@ class SimulatorServer:
         default: Profile | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
-        apis: tuple[str, ...] = ("openai-chat", "anthropic-messages"),
+        apis: tuple[str, ...] = tuple(EVENTS),
         traits: ServerTraits | None = None,
     ) -> None:
         self.default = default or Profile()
@@ -480,11 +481,11 @@ class SimulatorServer:
         if method != "POST":
             conn.respond(405, "Method Not Allowed", b'{"error":{"message":"use POST"}}')
             return
-        if path.endswith("/chat/completions") and "openai-chat" in self.apis:
-            api = "openai-chat"
-        elif path.endswith("/messages") and "anthropic-messages" in self.apis:
-            api = "anthropic-messages"
-        else:
+        api = next(
+            (d.name for d in DIALECTS.values() if path.endswith(d.path) and d.name in self.apis),
+            None,
+        )
+        if api is None:
             conn.respond(404, "Not Found", b'{"error":{"message":"unknown path"}}')
             return
         try:
@@ -573,10 +574,7 @@ class SimulatorServer:
             n_tokens = min(n_tokens, ctx - conn.prompt_tokens)
         model = str(req.get("model") or profile.name)
         request_id = f"sim-{next(_ids)}"
-        if api == "openai-chat":
-            events: Any = OpenAIChatEvents(model, request_id)
-        else:
-            events = AnthropicEvents(model, request_id, conn.prompt_tokens)
+        events: Any = EVENTS[api](model, request_id, conn.prompt_tokens)
         stream = _Stream(conn, profile, events, n_tokens, t_request)
         conn.stream = stream
         conn.start_chunked(events.head())
