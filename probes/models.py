@@ -492,6 +492,8 @@ class ProbeRun(models.Model):
     cached_input_tokens = models.PositiveIntegerField(null=True, blank=True)
     finish_reason = models.CharField(max_length=40, blank=True)
     short_output = models.BooleanField(default=False)
+    # How the engine read the body (probes/engine/fastread.py): "transport" or "aiter_raw".
+    read_path = models.CharField(max_length=12, blank=True)
     client_bound = models.BooleanField(
         default=False, help_text="Speed near this worker's own measured ceiling."
     )

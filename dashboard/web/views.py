@@ -220,6 +220,7 @@ def run_page(request: HttpRequest, pk: int) -> HttpResponse:
         "timeline_chart": charts.token_timeline(run.timeline) if run.timeline else None,
         "gap_chart": charts.gap_histogram(run.timeline) if len(gaps) > 1 else None,
         "status_meaning": STATUS_MEANINGS.get(run.status, ""),
+        "read_path_meaning": contract.OUTCOME_FIELDS["read_path"].definition,
         "has_server_timing": any(theirs is not None for _, _, theirs in timings),
     }
     return render(request, "dashboard/run.html", context)

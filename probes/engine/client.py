@@ -391,6 +391,7 @@ class _Measurement:
             result.stream["client_cpu_ms"] = self._cpu_ms
             result.stream["read_path"] = self.read_path
             result.stream["warmup_error"] = self.warmup_error
+        result.read_path = self.read_path
         status, error = self._status()
         result.status = status
         if error is not None and self.warmup_error is not None:

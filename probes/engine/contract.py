@@ -256,6 +256,16 @@ _OUTCOME = (
         "Fewer than MIN_SPEED_TOKENS output tokens: left out of speed statistics.",
         FLAG,
     ),
+    RunField(
+        "read_path",
+        "",
+        None,
+        "How the body was read: transport (the lean path, the connection's transport "
+        "taken over: timestamps as bytes arrive) or aiter_raw (httpx's own iterator, "
+        "the fallback when httpx internals are not as expected; slower per event). "
+        "Empty when no stream was read.",
+        TEXT,
+    ),
 )
 
 # Kept with the run for inspection, not shown as columns.

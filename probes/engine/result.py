@@ -49,6 +49,7 @@ class RunResult:
     output_events: int | None = None
     tokens_per_event: float | None = None
     short_output: bool | None = None
+    read_path: str | None = None  # "transport" (fastread.py) or "aiter_raw" (fallback)
 
     reasoning_tokens: int | None = None
     input_tokens: int | None = None

@@ -17,6 +17,7 @@ import heapq
 import itertools
 import random
 import socket
+import ssl
 import struct
 import time
 from dataclasses import dataclass
@@ -424,12 +425,14 @@ class SimulatorServer:
         port: int = 0,
         apis: tuple[str, ...] = tuple(EVENTS),
         traits: ServerTraits | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.default = default or Profile()
         self.traits = traits or ServerTraits()
         self.host = host
         self.port = port
         self.apis = apis
+        self.ssl_context = ssl_context  # serve HTTPS, as every real provider does
         self.scheduler: Scheduler
         self._server: asyncio.base_events.Server | None = None
         # One failure draw sequence per model name, seeded by its profile: the n-th request
@@ -441,7 +444,12 @@ class SimulatorServer:
         loop = asyncio.get_running_loop()
         self.scheduler = Scheduler(loop)
         self._server = await loop.create_server(
-            lambda: _Conn(self), self.host, self.port, reuse_address=True, backlog=256
+            lambda: _Conn(self),
+            self.host,
+            self.port,
+            reuse_address=True,
+            backlog=256,
+            ssl=self.ssl_context,
         )
         self.port = self._server.sockets[0].getsockname()[1]
         return self.port
@@ -456,7 +464,8 @@ class SimulatorServer:
 
     @property
     def base_url(self) -> str:
-        return f"http://{self.host}:{self.port}/v1"
+        scheme = "https" if self.ssl_context else "http"
+        return f"{scheme}://{self.host}:{self.port}/v1"
 
     def handle(
         self,

@@ -30,9 +30,7 @@ def test_every_registered_api_is_measured_end_to_end_through_the_simulator(
 
 
 def test_each_dialect_file_is_registered_once():
-    names = [
-        m.name for m in pkgutil.iter_modules(dialects.__path__) if m.name not in ("base",)
-    ]
+    names = [m.name for m in pkgutil.iter_modules(dialects.__path__) if m.name not in ("base",)]
     registered = []
     for name in names:
         module = importlib.import_module(f"probes.engine.dialects.{name}")
@@ -42,9 +40,7 @@ def test_each_dialect_file_is_registered_once():
 
 
 def test_the_admin_and_measure_offer_every_registered_api():
-    assert [key for key, _ in Provider._meta.get_field("api_style").choices] == list(
-        dialects.APIS
-    )
+    assert [key for key, _ in Provider._meta.get_field("api_style").choices] == list(dialects.APIS)
     parser = MeasureCommand().create_parser("manage.py", "measure")
     (api_action,) = [a for a in parser._actions if "--api" in a.option_strings]
     assert list(api_action.choices) == list(dialects.APIS)

@@ -43,6 +43,7 @@ def test_it_reports_database_and_redis_up_but_no_worker_or_beat_yet(client, redi
         "queues": "ok",
         "slots": "ok",
         "keys": "ok",
+        "read path": "ok",
     }
     assert response.json()["status"] == "fail"
 

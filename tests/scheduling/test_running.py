@@ -198,3 +198,22 @@ def test_a_key_echoed_in_a_providers_error_is_never_stored(make_probe, echoing_p
     assert run.status == "auth_error"
     assert "Invalid credentials" in run.error
     assert "0123456789abcdef" not in run.error
+
+
+def test_each_run_records_its_read_path_and_status_warns_when_workers_fall_back(make_probe, client):
+    probe = make_probe("sim-fast")
+    runner.run_slot(probe, SLOT, "w1@host", probe.region)
+    (run,) = ProbeRun.objects.all()
+    assert run.read_path == "transport"  # the lean path, on the pinned httpx/httpcore
+    assert client.get(f"/runs/{run.pk}/").content.decode().count(">transport</span>") == 1
+
+    def read_path_check():
+        checks = client.get("/status.json").json()["checks"]
+        return next(c for c in checks if c["name"] == "read path")
+
+    ProbeRun.objects.update(started_at=datetime.now(UTC))
+    assert read_path_check()["state"] == "ok"
+    ProbeRun.objects.update(read_path="aiter_raw")  # as after an httpx upgrade
+    fallback = read_path_check()
+    assert fallback["state"] == "warn"
+    assert fallback["details"] == [{"worker": "w1@host", "runs": 1}]
