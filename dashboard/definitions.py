@@ -1,10 +1,10 @@
 """What each number on the pages means, in one place.
 
 The methodology page renders these; every column header, API field description and
-Prometheus help text links to or reuses them, so a definition is written once. Text
-follows shared/metrics.md; the per-run metrics and statuses come from the measurement
-contract (probes/engine/contract.py), the window figures (price, success, samples) are
-the read side's own.
+Prometheus help text links to or reuses them, so a definition is written once. The
+per-run metrics and statuses come from the measurement contract
+(probes/engine/contract.py); the window figures (price, success, samples) are the read
+side's own.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
-"""The measurement contract (shared/metrics.md), each fact written once.
+"""The measurement contract (the methodology, /methodology/), each fact written once.
 
 Run statuses, every per-run field the engine records (with its unit, which way is
 better, and its definition), which metrics rollups keep as histograms, the rule that
 says whether a run counts for speed, and the methodology version. The model choices,
 the rollup SQL, the API fields and CSV columns, the methodology page, the alert metrics
-and the Prometheus names are all derived from here (tests/engine/test_contract.py checks
+and the Prometheus names are all derived from here (tests/test_contract.py checks
 that nothing is left out).
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# Bump on any change to a definition in shared/metrics.md or to how we apply it.
+# Bump on any change to a definition of /methodology/ or to how we apply it.
 METHODOLOGY_VERSION = 1
 
 # Runs with fewer output tokens keep their TTFT but are flagged short_output and left

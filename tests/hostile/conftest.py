@@ -14,8 +14,8 @@ import pytest
 
 from probes.engine import tokens
 from probes.models import CanonicalModel, Endpoint, Price, Probe, Provider, Workload
-from tests.engine.hostile import HostileServer
-from tests.scheduling.conftest import clean_redis  # noqa: F401 (autouse: this Redis DB, emptied)
+from tests.probes.conftest import clean_redis  # noqa: F401 (autouse: this Redis DB, emptied)
+from tests.probes.engine.hostile import HostileServer
 
 
 @pytest.fixture(scope="session")
