@@ -15,8 +15,9 @@ from urllib.parse import urlparse
 import pytest
 from django.utils import timezone
 
-from dashboard import heartbeat
 from dashboard.alerts.models import AlertEvent, AlertRule
+from probes import heartbeat
+from probes.redis_client import redis_client
 from probes.simulator import start_in_process
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -214,7 +215,7 @@ def test_status_and_admin_login_pass_the_policy(page, history):
         assert state.inner_text().lower() == "ok"
         assert state.evaluate("e => getComputedStyle(e).fontWeight") == "600"  # status.css
     finally:
-        client = heartbeat.redis_client()
+        client = redis_client()
         client.delete(*client.keys(f"{heartbeat.PREFIX}:*"))
     response = page.goto(page.base + "/admin/login/")
     assert "script-src 'self'" in response.headers["content-security-policy"]
