@@ -1,7 +1,7 @@
 """A hostile provider against the whole path of a slot: engine, caps, back-off, recording.
 
 Real Postgres, real Redis (this session's DB, emptied for every test), and a raw-socket
-HTTP server whose answers each test scripts (tests/engine/hostile.py).
+HTTP server whose answers each test scripts (tests/probes/engine/hostile.py).
 """
 
 from __future__ import annotations

@@ -24,12 +24,12 @@ import pytest
 from django.db import models
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-from tests.engine import hostile
 
 from dashboard.web.api import run_as_dict
 from probes import runner
 from probes.engine import STATUSES, sanitize
 from probes.models import ProbeRun, Provider
+from tests.probes.engine import hostile
 
 pytestmark = pytest.mark.django_db
 

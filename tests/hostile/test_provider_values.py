@@ -15,11 +15,11 @@ from datetime import UTC, datetime, timedelta
 import orjson
 import pytest
 from django.db import connection
-from tests.engine import hostile
 
 from probes import recording, runner
 from probes.engine import RunResult, sanitize
 from probes.models import ProbeRun, Provider
+from tests.probes.engine import hostile
 
 pytestmark = pytest.mark.django_db
 

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 from django.core.management import CommandError, call_command
-from tests.engine import hostile
 
 from probes import concurrency
 from probes.models import ProbeRun
+from tests.probes.engine import hostile
 
 pytestmark = pytest.mark.django_db
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,7 +1,7 @@
 """Every request we make to a provider ends: within a total deadline, within a byte limit.
 
 Against a raw-socket server that stalls after its headers, trickles one byte at a time
-or never ends its body (tests/engine/hostile.py).
+or never ends its body (tests/probes/engine/hostile.py).
 """
 
 from __future__ import annotations

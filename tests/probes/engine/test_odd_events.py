@@ -1,7 +1,7 @@
 """Events of a shape no provider documents end the run with a status, never an exception.
 
 Each one used to raise out of ``measure`` (an AttributeError or TypeError in a dialect),
-which lost the run. Against the raw-socket server of tests/engine/hostile.py.
+which lost the run. Against the raw-socket server of tests/probes/engine/hostile.py.
 """
 
 from __future__ import annotations

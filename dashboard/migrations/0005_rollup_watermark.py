@@ -10,8 +10,8 @@ SELECT 'runs', coalesce(max(id), 0), coalesce(max(id), 0) FROM probes_proberun
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("dashboard", "0003_window_snapshots"),
-        ("probes", "0002_dispatched_slot_ledger"),
+        ("dashboard", "0004_histograms_ddsketch_buckets"),
+        ("probes", "0004_endpoint_context_probe_max_tokens_catalog_keys"),
     ]
 
     operations = [

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('probes', '0002_dispatched_slot_ledger'),
+        ('probes', '0004_endpoint_context_probe_max_tokens_catalog_keys'),
     ]
 
     operations = [

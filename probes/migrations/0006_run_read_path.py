@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('probes', '0003_api_styles_from_the_dialect_registry'),
+        ('probes', '0005_api_styles_from_the_dialect_registry'),
     ]
 
     operations = [
