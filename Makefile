@@ -45,6 +45,7 @@ bench-alerts-detection: $(VENV)/.installed  # recall, detection time, false alar
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports  # the one-way layers (pyproject.toml; tests/test_layers.py too)
 
 format: $(VENV)/.installed
 	$(VENV)/bin/ruff format .

@@ -1,3 +1,5 @@
-from dashboard.celery import app as celery_app
+"""The Django project and the read side (see README "Layout").
 
-__all__ = ("celery_app",)
+Nothing here runs at import: the Celery app is created where Celery starts
+(dashboard/celery.py, DashboardConfig.ready).
+"""

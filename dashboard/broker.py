@@ -6,7 +6,7 @@ from the transport (`transport.client is None`), so building a Redis client rais
 AttributeError ('NoneType' object has no attribute 'hostname') instead of a connection
 error. Celery takes an AttributeError for a bug in the worker and exits: after a Redis
 restart the worker is gone instead of reconnecting (seen in
-tests/scheduling/test_workers.py). The unacknowledged messages are still in Redis's
+tests/probes/test_workers.py). The unacknowledged messages are still in Redis's
 `unacked` hash, restored after the visibility timeout (and the slot ledger re-sends
 sooner), so reporting the situation as the connection error it is lets Celery do what it
 does for any lost connection: reconnect and carry on.

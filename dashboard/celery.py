@@ -1,39 +1,59 @@
-"""The Celery application shared by the worker, beat and the web process."""
+"""The Celery application shared by the worker, beat and the web process.
 
+Created on first use, not at import: `celery -A dashboard` reads `app` from here (which
+creates it), and the web process creates it when Django starts (DashboardConfig.ready),
+so that tasks it sends go to our broker. Importing this module has no side effects.
+"""
+
+from __future__ import annotations
+
+import functools
 import os
 
 from celery import Celery
+from celery.schedules import crontab
+from celery.signals import celeryd_after_setup, worker_init
+from django.conf import settings  # lazy: reads nothing until an attribute is used
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
-
-# Before any broker connection exists: see dashboard/broker.py for the kombu bug.
-from dashboard import broker  # noqa: E402
-
-broker.install()
-
-app = Celery("inferwatch")
-app.config_from_object("django.conf:settings", namespace="CELERY")
-app.autodiscover_tasks()
-
-# Workers mark themselves alive in Redis for /status (dashboard/heartbeat.py).
-from dashboard.heartbeat import install_worker_heartbeat  # noqa: E402
-
-install_worker_heartbeat(app)
-
-# -- Scheduling (probes/dispatch.py, probes/tasks.py) -----------------------------------------
-from celery.schedules import crontab  # noqa: E402
-from celery.signals import celeryd_after_setup  # noqa: E402
-from django.conf import settings  # noqa: E402
-
-# Each worker also listens on its own direct queue, so calibration reaches every worker.
-app.conf.worker_direct = True
-app.conf.task_default_queue = "celery"
+from dashboard import broker
+from dashboard.alerts.schedule import ALERTS_BEAT_SCHEDULE
+from probes.engine import tokens
+from probes.heartbeat import install_worker_heartbeat
 
 
-def _beat_schedule() -> dict:
-    from dashboard.alerts.schedule import ALERTS_BEAT_SCHEDULE
+@functools.cache
+def get_app() -> Celery:
+    """The one app of this process, configured from Django settings."""
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
+    # Before any broker connection exists: see dashboard/broker.py for the kombu bug.
+    broker.install()
 
-    tick = settings.DISPATCH_INTERVAL_S
+    app = Celery("inferwatch")
+    app.config_from_object("django.conf:settings", namespace="CELERY")
+    app.autodiscover_tasks()
+    # Workers mark themselves alive in Redis for /status (probes/heartbeat.py).
+    install_worker_heartbeat(app)
+    # Each worker also listens on its own direct queue, so calibration reaches every worker.
+    app.conf.worker_direct = True
+    app.conf.task_default_queue = "celery"
+    app.on_after_configure.connect(_install_beat_schedule, weak=False)
+    celeryd_after_setup.connect(_consume_region_queue, weak=False)
+    worker_init.connect(_load_tokenizer, weak=False)
+    app.set_default()
+    return app
+
+
+def __getattr__(name: str):
+    # `celery -A dashboard` (and `from dashboard.celery import app`) asks for `app`.
+    if name == "app":
+        return get_app()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+# -- Scheduling (probes/dispatch.py, probes/tasks.py, dashboard/tasks.py) ----------------------
+
+
+def _beat_schedule(tick: float) -> dict:
     # `expires` just under each period: a backed-up queue drops stale ticks, no burst.
     return {
         **ALERTS_BEAT_SCHEDULE,
@@ -43,7 +63,7 @@ def _beat_schedule() -> dict:
             "options": {"expires": max(1.0, tick * 0.9)},
         },
         "maintain-rollups": {
-            "task": "probes.tasks.maintain_rollups",
+            "task": "dashboard.tasks.maintain_rollups",
             # At the top of every minute rather than every 60 s from whenever beat
             # started: when the hour turns, the window snapshots are rebuilt within
             # seconds instead of up to a minute later (pages read slower rollups meanwhile).
@@ -69,14 +89,19 @@ def _beat_schedule() -> dict:
     }
 
 
-@app.on_after_configure.connect
 def _install_beat_schedule(sender, **kwargs) -> None:
     # Built once Celery loads its configuration, not at import: importing `dashboard`
     # must not read settings (dashboard.devstack sets the environment first).
-    sender.conf.beat_schedule = _beat_schedule()
+    sender.conf.beat_schedule = _beat_schedule(settings.DISPATCH_INTERVAL_S)
 
 
-@celeryd_after_setup.connect
+def _load_tokenizer(**kwargs) -> None:
+    # Once in the worker's main process, before it forks its pool: every pool process
+    # inherits it instead of loading its own (seconds each on a busy CPU, all at once
+    # when the worker starts, while probes wait on their concurrency slots).
+    tokens.encoding()
+
+
 def _consume_region_queue(sender, instance, **kwargs) -> None:
     """A worker consumes its region's probe queue, `probes.<PROBE_REGION>`, too.
 

@@ -1,6 +1,6 @@
 """Plotly figures, built in Python, handed to the page as JSON (static/js/charts.js draws).
 
-Each function takes read-side data (dashboard/queries.py) and returns a plotly figure as
+Each function takes read-side data (dashboard/queries/) and returns a plotly figure as
 a plain dict ({"data": [...], "layout": {...}}) ready for `json_script`. Plain dicts, not
 plotly.graph_objects: validating every property on every page view cost more than the
 rest of the leaderboard; tests validate each figure through graph_objects instead.
@@ -13,8 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from dashboard.queries import EndpointHistory, Point, Row
-from dashboard.web.definitions import METRICS
+from dashboard.definitions import METRICS
+from dashboard.queries.history import EndpointHistory
+from dashboard.queries.leaderboard import Point, Row
 
 ANSWER = "#2563eb"
 REASONING = "#d97706"

@@ -10,7 +10,7 @@ falls in it reads as 2·L·γ^(i+1)/(γ+1), DDSketch's representative value (Mas
 Lee, VLDB 2019): within a relative error α = (γ−1)/(γ+1) = 0.23 % of every sample in the
 bucket, whichever it was. (Until November 2026 buckets were 2.3 % wide and read from
 their geometric middle, ±1.2 %: a 2,100 tok/s simulator read 2,113.) Where raw runs are
-read, percentiles come from the exact values instead (queries.Agg).
+read, percentiles come from the exact values instead (dashboard.queries.aggregates.Agg).
 """
 
 from __future__ import annotations

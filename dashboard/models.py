@@ -2,10 +2,10 @@
 
 from django.db import models
 
+from probes.engine.contract import ROLLUP_METRICS
 from probes.models import Endpoint, Workload
 
-# Metrics whose distributions rollups keep (histograms, see dashboard/histogram.py).
-ROLLUP_METRICS = ("ttft_ms", "ttfat_ms", "output_tps", "e2e_ms")
+__all__ = ["ROLLUP_METRICS", "RollupWatermark", "RunRollup", "SnapshotBuild", "WindowSnapshot"]
 
 
 class RunRollup(models.Model):
@@ -115,3 +115,21 @@ class SnapshotBuild(models.Model):
 
     def __str__(self) -> str:
         return f"{self.window}: {self.covers_from:%Y-%m-%d %H:%M} – {self.covers_to:%H:%M}"
+
+
+class RollupWatermark(models.Model):
+    """How far the rollup maintenance has read the run table, by ProbeRun id.
+
+    Probes only INSERT runs; the reading side finds the new ones itself (ids above the
+    watermark), late ones included, and recomputes the buckets they landed in
+    (dashboard/rollups.py). One row, `name="runs"`.
+    """
+
+    name = models.CharField(max_length=16, primary_key=True)
+    # Runs with an id up to this were read by the last pass...
+    last_run_id = models.BigIntegerField(default=0)
+    # ...and up to this by the pass before, where the next pass starts reading again.
+    previous_run_id = models.BigIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"{self.name}: read up to run {self.last_run_id}"

@@ -8,8 +8,9 @@ test), so a year of runs rebuilds in minutes instead of streaming every row to P
 
 Which buckets to recompute:
 - every minute, the current and previous hour of every series (runs as they arrive);
-- buckets marked dirty by recording.py, for runs that arrive late (written after the
-  database came back, or a slot redelivered an hour later);
+- the buckets of runs that arrive late (written after the database came back, or a slot
+  redelivered an hour later): the maintenance reads the runs added since its last pass
+  by id (a watermark, RollupWatermark), so probes never have to tell the read side;
 - everything, on demand, with `manage.py rebuild_rollups`.
 
 Buckets older than the oldest raw run are never touched: raw runs are pruned after the
@@ -19,21 +20,25 @@ retention period, and their rollups are then the only record.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 from django.db import connection, transaction
 
 from dashboard import snapshots
 from dashboard.histogram import _FLOOR_LOG, _LOG_STEP, FLOOR
-from dashboard.models import RunRollup
+from dashboard.models import RollupWatermark, RunRollup
+from probes.engine.contract import ROLLUP_METRICS, SPEED_METRICS
 from probes.models import ProbeRun
+from probes.timefloors import floor_day, floor_hour
 
 log = logging.getLogger(__name__)
 
 HOUR = timedelta(hours=1)
 DAY = timedelta(days=1)
-DIRTY_KEY = "inferwatch:rollups:dirty"
+# Runs read per maintenance pass at most (by id): a burst of late runs is worked off
+# over a few minutes instead of one long task.
+NEW_RUNS_BATCH = 20_000
 
 Series = tuple[int, int, str]  # endpoint_id, workload_id, region
 
@@ -44,15 +49,27 @@ _BUCKET_SQL = (
     f"ELSE floor((log(m.v) - ({_FLOOR_LOG!r})::float8) / ({_LOG_STEP!r})::float8)::int END"
 )
 
+# Speeds count only for runs long enough to rank on speed (the contract's rule, applied
+# when the run was recorded: short_output).
+_METRIC_COLUMNS = ", ".join(
+    f"CASE WHEN short_output THEN NULL ELSE {m} END AS {m}" if m in SPEED_METRICS else m
+    for m in ROLLUP_METRICS
+)
+_METRIC_VALUES = ", ".join(f"('{m}', {m})" for m in ROLLUP_METRICS)
+_HIST_COLUMNS = ", ".join(f"hist_{m}" for m in ROLLUP_METRICS)
+_HIST_AGGREGATES = ",\n       ".join(
+    f"coalesce(jsonb_object_agg(k, n) FILTER (WHERE kind = '{m}'), '{{{{}}}}')"
+    for m in ROLLUP_METRICS
+)
+_HIST_UPDATES = ", ".join(f"hist_{m} = EXCLUDED.hist_{m}" for m in ROLLUP_METRICS)
+
 # One pass, no joins (join estimates on a freshly loaded table can be wildly off): the
 # status rows and the histogram rows of every bucket are grouped together once.
 _UPSERT_SQL = f"""
 WITH runs AS (
     SELECT endpoint_id, workload_id, region,
            date_trunc(%(unit)s, started_at, 'UTC') AS bucket_start,
-           started_at, status, output_tokens, cost_usd,
-           ttft_ms, ttfat_ms, e2e_ms,
-           CASE WHEN short_output THEN NULL ELSE output_tps END AS output_tps
+           started_at, status, output_tokens, cost_usd, {_METRIC_COLUMNS}
       FROM probes_proberun
      WHERE started_at >= %(start)s AND started_at < %(end)s {{series_filter}}
 ),
@@ -64,31 +81,25 @@ parts AS (
     UNION ALL
     SELECT endpoint_id, workload_id, region, bucket_start, m.metric, ({_BUCKET_SQL})::text,
            count(*), NULL, NULL, NULL
-      FROM runs CROSS JOIN LATERAL (VALUES
-           ('ttft_ms', ttft_ms), ('ttfat_ms', ttfat_ms),
-           ('output_tps', output_tps), ('e2e_ms', e2e_ms)) AS m(metric, v)
+      FROM runs CROSS JOIN LATERAL (VALUES {_METRIC_VALUES}) AS m(metric, v)
      WHERE status = 'ok' AND m.v IS NOT NULL
      GROUP BY 1, 2, 3, 4, 5, 6
 )
 INSERT INTO dashboard_runrollup (
     granularity, bucket_start, endpoint_id, workload_id, region, runs, ok_runs,
-    status_counts, hist_ttft_ms, hist_ttfat_ms, hist_output_tps, hist_e2e_ms,
+    status_counts, {_HIST_COLUMNS},
     sum_output_tokens, sum_cost_usd, last_run_at)
 SELECT %(granularity)s, bucket_start, endpoint_id, workload_id, region,
        sum(n) FILTER (WHERE kind = 'status'),
        coalesce(sum(n) FILTER (WHERE kind = 'status' AND k = 'ok'), 0),
        jsonb_object_agg(k, n) FILTER (WHERE kind = 'status'),
-       coalesce(jsonb_object_agg(k, n) FILTER (WHERE kind = 'ttft_ms'), '{{{{}}}}'),
-       coalesce(jsonb_object_agg(k, n) FILTER (WHERE kind = 'ttfat_ms'), '{{{{}}}}'),
-       coalesce(jsonb_object_agg(k, n) FILTER (WHERE kind = 'output_tps'), '{{{{}}}}'),
-       coalesce(jsonb_object_agg(k, n) FILTER (WHERE kind = 'e2e_ms'), '{{{{}}}}'),
+       {_HIST_AGGREGATES},
        coalesce(sum(output_tokens), 0), coalesce(sum(cost), 0), max(last_run_at)
   FROM parts
  GROUP BY endpoint_id, workload_id, region, bucket_start
 ON CONFLICT (granularity, endpoint_id, workload_id, region, bucket_start) DO UPDATE SET
     runs = EXCLUDED.runs, ok_runs = EXCLUDED.ok_runs, status_counts = EXCLUDED.status_counts,
-    hist_ttft_ms = EXCLUDED.hist_ttft_ms, hist_ttfat_ms = EXCLUDED.hist_ttfat_ms,
-    hist_output_tps = EXCLUDED.hist_output_tps, hist_e2e_ms = EXCLUDED.hist_e2e_ms,
+    {_HIST_UPDATES},
     sum_output_tokens = EXCLUDED.sum_output_tokens, sum_cost_usd = EXCLUDED.sum_cost_usd,
     last_run_at = EXCLUDED.last_run_at
 """
@@ -96,14 +107,6 @@ ON CONFLICT (granularity, endpoint_id, workload_id, region, bucket_start) DO UPD
 _SERIES_FILTER = (
     "AND endpoint_id = %(endpoint)s AND workload_id = %(workload)s AND region = %(region)s"
 )
-
-
-def floor_hour(when: datetime) -> datetime:
-    return when.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
-
-
-def floor_day(when: datetime) -> datetime:
-    return floor_hour(when).replace(hour=0)
 
 
 def recompute(
@@ -165,11 +168,14 @@ def rebuild(
     """Recompute every bucket in [start, end) (default: all raw runs), a week at a time.
 
     Each chunk is its own transaction: an interrupted rebuild leaves every bucket either
-    as it was or rebuilt, and running it again finishes the job.
+    as it was or rebuilt, and running it again finishes the job. A rebuild of everything
+    also moves the maintenance's watermark past the runs it covered.
     """
     oldest = oldest_raw_day()
     if oldest is None:
         return
+    newest_id = ProbeRun.objects.order_by("-id").values_list("id", flat=True).first()
+    covers_all = start is None and end is None
     start = max(floor_day(start), oldest) if start else oldest
     end = end or floor_hour(datetime.now(UTC)) + HOUR
     cursor = start
@@ -179,49 +185,74 @@ def rebuild(
         if progress:
             progress(f"rollups up to {stop:%Y-%m-%d %H:%M} ({(stop - start) / (end - start):.0%})")
         cursor = stop
+    if covers_all:
+        mark_runs_read(newest_id)
 
 
 # -- keeping up as runs arrive ---------------------------------------------------------------
 
 
-def mark_dirty(redis, endpoint_id: int, workload_id: int, region: str, when: datetime) -> None:
-    """Remember that a bucket needs recomputing (a run landed in it)."""
-    redis.sadd(DIRTY_KEY, f"{endpoint_id}|{workload_id}|{region}|{floor_hour(when).isoformat()}")
+def _watermark() -> RollupWatermark:
+    """The row, created at the newest run when missing (a fresh or flushed database):
+    older runs were rolled up by the recent-hours sweep or a rebuild."""
+    newest = ProbeRun.objects.order_by("-id").values_list("id", flat=True).first() or 0
+    row, _ = RollupWatermark.objects.get_or_create(
+        name="runs", defaults={"last_run_id": newest, "previous_run_id": newest}
+    )
+    return row
 
 
-def _parse_dirty(members: Iterable[bytes | str]) -> set[tuple[Series, datetime]]:
-    parsed = set()
-    for member in members:
-        text = member.decode() if isinstance(member, bytes) else member
-        try:
-            endpoint, workload, region, hour = text.split("|")
-            parsed.add(((int(endpoint), int(workload), region), datetime.fromisoformat(hour)))
-        except ValueError:
-            log.warning("Ignoring a malformed dirty-rollup mark: %r", text)
-    return parsed
+def mark_runs_read(up_to: int | None = None) -> None:
+    """Skip the runs up to id `up_to` (default: all): a rebuild just covered them."""
+    if up_to is None:
+        up_to = ProbeRun.objects.order_by("-id").values_list("id", flat=True).first() or 0
+    row = _watermark()
+    if up_to > row.last_run_id:
+        RollupWatermark.objects.filter(pk=row.pk).update(last_run_id=up_to, previous_run_id=up_to)
 
 
-def refresh(redis=None, now: datetime | None = None) -> int:
-    """The periodic maintenance: recent hours of every series, then dirty buckets.
+def new_run_buckets(limit: int = NEW_RUNS_BATCH) -> tuple[set[tuple[Series, datetime]], int]:
+    """The (series, hour) buckets of runs added since the pass before the last one, and
+    the highest id read.
 
-    Returns the number of dirty buckets recomputed.
+    Reading again from the pass before the last, not from the last: ids are drawn when a
+    run's INSERT starts but become visible when it commits, so a run still committing
+    during one pass can be visible with a lower id than runs that pass read. One pass
+    later it is committed (an INSERT of one row takes microseconds) and read then.
     """
+    row = _watermark()
+    ids = (
+        ProbeRun.objects.filter(id__gt=row.previous_run_id)
+        .order_by("id")
+        .values_list("id", "endpoint_id", "workload_id", "region", "started_at")[:limit]
+    )
+    buckets: set[tuple[Series, datetime]] = set()
+    top = row.last_run_id
+    for run_id, endpoint_id, workload_id, region, started_at in ids:
+        buckets.add(((endpoint_id, workload_id, region), floor_hour(started_at)))
+        top = max(top, run_id)
+    return buckets, top
+
+
+def _advance(read_to: int) -> None:
+    row = _watermark()
+    RollupWatermark.objects.filter(pk=row.pk).update(
+        previous_run_id=row.last_run_id, last_run_id=max(read_to, row.last_run_id)
+    )
+
+
+def refresh(now: datetime | None = None) -> int:
+    """The periodic maintenance: recent hours of every series, then the older buckets
+    that new runs landed in. Returns the number of older buckets recomputed."""
     now = now or datetime.now(UTC)
-    recompute_span(floor_hour(now) - HOUR, now)
-    if redis is None:
-        return 0
-    members = redis.srandmember(DIRTY_KEY, 1000) or []
+    recent_from = floor_hour(now) - HOUR
+    recompute_span(recent_from, now)
+    buckets, read_to = new_run_buckets()
     done = 0
-    for member in members:
-        # Unmark first: a run landing while we recompute marks the bucket again.
-        redis.srem(DIRTY_KEY, member)
-        for series, hour in _parse_dirty([member]):
-            if hour >= floor_hour(now) - HOUR:
-                continue  # covered by the sweep above
-            try:
-                recompute_span(hour, hour + HOUR, series)
-            except Exception:
-                redis.sadd(DIRTY_KEY, member)
-                raise
-            done += 1
+    for series, hour in sorted(buckets, key=lambda b: (b[1], b[0])):
+        if hour >= recent_from:
+            continue  # covered by the sweep above
+        recompute_span(hour, hour + HOUR, series)
+        done += 1
+    _advance(read_to)  # only once every bucket is done: a failed pass is read again
     return done

@@ -8,10 +8,10 @@ histograms per page at a few hundred series. Those rows only change when the win
 moves (every hour: its start and the raw tail's start are whole hours) or when a late
 run makes a rollup bucket inside it recompute. So the maintenance task merges them here
 once per hour into WindowSnapshot rows (dashboard/models.py), and readers
-(dashboard/queries.py) use a snapshot only while its SnapshotBuild says it covers
+(dashboard/queries/aggregates.py) use a snapshot only while its SnapshotBuild says it covers
 exactly their window's rolled-up part; otherwise they read rollups as before.
 
-The merge is the same code the readers use on rollups (queries._read_rollups), so a page
+The merge is the same code the readers use on rollups (aggregates.read_rollups), so a page
 shows the same figures, to the sample, either way. Rollups stay the source of truth:
 `manage.py rebuild_rollups` recomputes them, which invalidates the snapshots it touches,
 and the next maintenance rebuilds those.
@@ -27,8 +27,9 @@ from datetime import UTC, datetime
 from django.db import connection, transaction
 from django.db.models import Q
 
-from dashboard import queries
 from dashboard.models import ROLLUP_METRICS, RunRollup, SnapshotBuild, WindowSnapshot
+from dashboard.queries import aggregates
+from dashboard.queries import leaderboard as leaderboards
 
 log = logging.getLogger(__name__)
 
@@ -43,12 +44,12 @@ SERIES_FIELDS = ("endpoint_id", "workload_id", "region")
 def windows(now: datetime | None = None) -> list[str]:
     """Leaderboard windows that read rollups at all (1 h reads raw runs only)."""
     now = now or datetime.now(UTC)
-    return [w for w in queries.LEADERBOARD_WINDOWS if bounds(w, now) is not None]
+    return [w for w in aggregates.LEADERBOARD_WINDOWS if bounds(w, now) is not None]
 
 
 def bounds(window: str, now: datetime) -> tuple[datetime, datetime] | None:
     """The stretch [from, to) of rollups a window ending `now` reads."""
-    plan = queries.plan_window(now - queries.LEADERBOARD_WINDOWS[window], now)
+    plan = aggregates.plan_window(now - aggregates.LEADERBOARD_WINDOWS[window], now)
     return (plan.rollups[0][1], plan.raw_from) if plan.rollups else None
 
 
@@ -62,31 +63,31 @@ def refresh(now: datetime | None = None) -> list[str]:
         if current.get(window) != bounds(window, now):
             build(window, now)
             built.append(window)
-    lifetime = queries.lifetime_plan(now)
-    if lifetime.rollups and current.get(queries.LIFETIME) != _covers(lifetime):
+    lifetime = aggregates.lifetime_plan(now)
+    if lifetime.rollups and current.get(aggregates.LIFETIME) != _covers(lifetime):
         build_lifetime(now)
-        built.append(queries.LIFETIME)
+        built.append(aggregates.LIFETIME)
     return built
 
 
-def _covers(plan: queries.Plan) -> tuple[datetime, datetime]:
+def _covers(plan: aggregates.Plan) -> tuple[datetime, datetime]:
     return (plan.rollups[0][1], plan.raw_from)
 
 
 def build(window: str, now: datetime) -> int:
     """Merge the rollups of `window` ending `now` into snapshot rows; the rows written."""
     started = time.perf_counter()
-    start = now - queries.LEADERBOARD_WINDOWS[window]
+    start = now - aggregates.LEADERBOARD_WINDOWS[window]
     covers = bounds(window, now)
     if covers is None:
         raise ValueError(f"The {window} window reads raw runs only: nothing to snapshot.")
-    bucket = queries.sparkline_bucket(window)
+    bucket = leaderboards.sparkline_bucket(window)
     with transaction.atomic():
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [LOCK_KEY])
-        totals = _merged(queries.plan_window(start, now), "none", ROLLUP_METRICS)
+        totals = _merged(aggregates.plan_window(start, now), "none", ROLLUP_METRICS)
         spark = _merged(
-            queries.plan_window(start, now, use_days=bucket != "hour"), bucket, ("output_tps",)
+            aggregates.plan_window(start, now, use_days=bucket != "hour"), bucket, ("output_tps",)
         )
         rows = _rows(window, covers[1], totals, spark)
         _replace(window, rows, covers, started)
@@ -102,13 +103,13 @@ def build_lifetime(now: datetime) -> int:
     with transaction.atomic():
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [LOCK_KEY])
-        plan = queries.lifetime_plan(now)  # after the lock: rollups cannot move now
+        plan = aggregates.lifetime_plan(now)  # after the lock: rollups cannot move now
         if not plan.rollups:
             return 0
-        counts = queries.lifetime_counts_from_rollups(plan)
+        counts = aggregates.lifetime_counts_from_rollups(plan)
         rows = [
             WindowSnapshot(
-                window=queries.LIFETIME,
+                window=aggregates.LIFETIME,
                 endpoint_id=series[0],
                 workload_id=series[1],
                 region=series[2],
@@ -118,7 +119,7 @@ def build_lifetime(now: datetime) -> int:
             )
             for series, by_status in counts.items()
         ]
-        _replace(queries.LIFETIME, rows, _covers(plan), started)
+        _replace(aggregates.LIFETIME, rows, _covers(plan), started)
     return len(rows)
 
 
@@ -153,7 +154,7 @@ def invalidate(granularity: str, start: datetime, end: datetime) -> None:
     if granularity == RunRollup.HOUR:
         touched = Q(covers_from__lt=end, covers_to__gt=start)
     else:
-        touched = Q(covers_from__lt=end, covers_to__gte=start + queries.DAY)
+        touched = Q(covers_from__lt=end, covers_to__gte=start + aggregates.DAY)
     SnapshotBuild.objects.filter(touched).delete()
 
 
@@ -163,29 +164,29 @@ def share_lock() -> None:
         cursor.execute("SELECT pg_advisory_xact_lock_shared(%s)", [LOCK_KEY])
 
 
-Merged = dict[tuple[tuple, datetime | None], queries.Agg]
+Merged = dict[tuple[tuple, datetime | None], aggregates.Agg]
 
 
-def _merged(plan: queries.Plan, bucket: str, metrics: tuple[str, ...]) -> Merged:
+def _merged(plan: aggregates.Plan, bucket: str, metrics: tuple[str, ...]) -> Merged:
     ranges = Q()
     for granularity, lo, hi in plan.rollups:
         ranges |= Q(granularity=granularity, bucket_start__gte=lo, bucket_start__lt=hi)
-    return queries._read_rollups(RunRollup.objects.filter(ranges), SERIES_FIELDS, bucket, metrics)
+    return aggregates.read_rollups(RunRollup.objects.filter(ranges), SERIES_FIELDS, bucket, metrics)
 
 
 def _rows(window: str, covers_to: datetime, totals: Merged, spark: Merged) -> list[WindowSnapshot]:
     """One row per series, and one per endpoint × workload over all regions."""
-    all_regions: dict[tuple, queries.Agg] = defaultdict(queries.Agg)
+    all_regions: dict[tuple, aggregates.Agg] = defaultdict(aggregates.Agg)
     for (series, _), agg in totals.items():
         all_regions[(*series[:2], WindowSnapshot.ALL_REGIONS)].merge(agg)
-    spark_all: Merged = defaultdict(queries.Agg)
+    spark_all: Merged = defaultdict(aggregates.Agg)
     for (series, when), agg in spark.items():
         spark_all[((*series[:2], WindowSnapshot.ALL_REGIONS), when)].merge(agg)
-    buckets: dict[tuple, list[tuple[datetime, queries.Agg]]] = defaultdict(list)
+    buckets: dict[tuple, list[tuple[datetime, aggregates.Agg]]] = defaultdict(list)
     for (series, when), agg in [*spark.items(), *spark_all.items()]:
         buckets[series].append((when, agg))
 
-    span = queries.HOUR if queries.sparkline_bucket(window) == "hour" else queries.DAY
+    span = aggregates.HOUR if leaderboards.sparkline_bucket(window) == "hour" else aggregates.DAY
     rows = []
     for series, agg in [*((s, a) for (s, _), a in totals.items()), *all_regions.items()]:
         points, open_bucket = [], None

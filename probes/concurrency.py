@@ -27,8 +27,8 @@ from datetime import UTC, datetime, timedelta
 import redis
 from django.conf import settings
 
-from dashboard.heartbeat import redis_client
 from probes.models import Provider
+from probes.redis_client import redis_client
 
 PREFIX = "inferwatch:sem"
 # Between the holder's name and the random part of a token; never in a Celery node name.

@@ -29,8 +29,7 @@ from datetime import UTC, datetime, timedelta
 from django.db import transaction
 from django.db.models import Exists, F, OuterRef, Q
 
-from dashboard import heartbeat
-from probes import retention
+from probes import heartbeat, retention
 from probes.models import OPEN_SLOT_STATES, DispatchedSlot, Probe, ProbeRun
 
 log = logging.getLogger(__name__)
@@ -42,7 +41,7 @@ GRACE_S = 120.0
 RESEND_MARGIN_S = 5.0
 # A slot is sent at most this many times (the dispatch and one re-send).
 MAX_SENDS = 2
-# A worker whose heartbeat (dashboard/heartbeat.py, every 15 s) is older than this is
+# A worker whose heartbeat (probes/heartbeat.py, every 15 s) is older than this is
 # taken for dead: its started slots are settled without waiting for their deadline.
 WORKER_SILENT_AFTER_S = 4 * heartbeat.WORKER_INTERVAL_S
 

@@ -19,11 +19,11 @@ from django.db import models
 from django.utils import timezone
 
 from probes import context_fit, secrets
+from probes.engine.contract import STATUS_CHOICES
+from probes.engine.dialects import API_CHOICES
 
-API_STYLES = [
-    ("openai-chat", "OpenAI-compatible chat completions"),
-    ("anthropic-messages", "Anthropic messages"),
-]
+# Every provider API the engine speaks (probes/engine/dialects/), as admin choices.
+API_STYLES = API_CHOICES
 
 _ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 _REGION = re.compile(r"^[a-z0-9][a-z0-9-]{0,39}$")
@@ -443,23 +443,8 @@ class Claim(models.Model):
         )
 
 
-STATUSES = [
-    ("ok", "ok"),
-    ("auth_error", "auth error (401/403)"),
-    ("not_found", "not found (404)"),
-    ("rate_limited", "rate limited (429)"),
-    ("http_error", "other HTTP 4xx"),
-    ("server_error", "server error (5xx)"),
-    ("timeout_connect", "connect timeout"),
-    ("timeout_first_token", "first-token timeout"),
-    ("timeout_stall", "stalled"),
-    ("timeout_total", "total timeout"),
-    ("stream_error", "error in stream"),
-    ("protocol_error", "protocol error"),
-    ("truncated", "truncated"),
-    ("empty", "empty"),
-    ("network_error", "network error"),
-]
+# The run statuses of the contract (probes/engine/contract.py), as model choices.
+STATUSES = STATUS_CHOICES
 
 
 class ProbeRun(models.Model):
@@ -507,6 +492,8 @@ class ProbeRun(models.Model):
     cached_input_tokens = models.PositiveIntegerField(null=True, blank=True)
     finish_reason = models.CharField(max_length=40, blank=True)
     short_output = models.BooleanField(default=False)
+    # How the engine read the body (probes/engine/fastread.py): "transport" or "aiter_raw".
+    read_path = models.CharField(max_length=12, blank=True)
     client_bound = models.BooleanField(
         default=False, help_text="Speed near this worker's own measured ceiling."
     )

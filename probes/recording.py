@@ -6,7 +6,8 @@ inserts nothing the second time (ON CONFLICT DO NOTHING), so nothing is duplicat
 
 When the database is away, the write is retried with back-off for a while; if it is
 still away, the row goes to a spool list in Redis, drained on the next successful write
-and every minute by the rollup task. Either way the measurement reaches the table.
+and every minute by the rollup task. Either way the measurement reaches the table; the
+rollup maintenance (dashboard/rollups.py) finds every new row by its id, late ones too.
 """
 
 from __future__ import annotations
@@ -32,10 +33,9 @@ from django.db import (
     transaction,
 )
 
-from dashboard import rollups
-from dashboard.heartbeat import redis_client
-from probes.engine import RunResult, sanitize
+from probes.engine import RunResult, contract, sanitize
 from probes.models import Price, ProbeRun, WorkerCalibration
+from probes.redis_client import redis_client
 
 log = logging.getLogger(__name__)
 
@@ -43,41 +43,12 @@ SPOOL_KEY = "inferwatch:spool:runs"
 SPOOL_REJECTED_KEY = "inferwatch:spool:runs:rejected"  # kept for a human to look at
 DB_RETRY_FOR_S = 30.0
 
-# RunResult fields stored under the same name on ProbeRun.
-_METRIC_FIELDS = [
-    "http_status",
-    "retry_after_s",
-    "connect_ms",
-    "ttfb_ms",
-    "ttft_ms",
-    "ttfat_ms",
-    "e2e_ms",
-    "output_tokens",
-    "output_tokens_o200k",
-    "output_tps",
-    "output_tps_o200k",
-    "e2e_tps",
-    "itl_ms_p50",
-    "itl_ms_p95",
-    "itl_ms_p99",
-    "itl_ms_max",
-    "tpot_ms",
-    "output_events",
-    "tokens_per_event",
-    "reasoning_tokens",
-    "input_tokens",
-    "cached_input_tokens",
-    "server_queue_ms",
-    "server_prefill_ms",
-    "server_decode_ms",
-    "server_total_ms",
-    "server_output_tps",
-    "usage",
-    "server_timing",
-    "timeline",
-]
-_TEXT_FIELDS = ["error", "token_source", "finish_reason"]  # blank, not null, when absent
-_FLAG_FIELDS = ["cold_connection", "short_output"]
+# RunResult fields stored under the same name on ProbeRun (probes/engine/contract.py),
+# by how they are stored: text is blank, not null, when absent; flags are never null.
+_STORED = {name: f for name, f in contract.ALL_RUN_FIELDS.items() if name != "status"}
+_METRIC_FIELDS = [name for name, f in _STORED.items() if f.kind in (contract.NUMBER, contract.JSON)]
+_TEXT_FIELDS = [name for name, f in _STORED.items() if f.kind == contract.TEXT]
+_FLAG_FIELDS = [name for name, f in _STORED.items() if f.kind == contract.FLAG]
 _ERROR_MAX = sanitize.ERROR_MAX
 
 
@@ -221,19 +192,6 @@ def _insert_or_stand_in(fields: dict[str, Any]) -> dict[str, Any]:
         return stand_in
 
 
-def _mark_dirty(fields: dict[str, Any]) -> None:
-    try:
-        rollups.mark_dirty(
-            redis_client(),
-            fields["endpoint_id"],
-            fields["workload_id"],
-            fields["region"],
-            fields["started_at"],
-        )
-    except Exception as exc:  # the minute sweep still covers recent hours
-        log.warning("Could not mark rollup bucket dirty: %s", exc)
-
-
 def save(fields: dict[str, Any], retry_for_s: float = DB_RETRY_FOR_S) -> str:
     """Write one run; 'written' or 'spooled' (database away longer than retry_for_s)."""
     deadline = time.monotonic() + retry_for_s
@@ -252,7 +210,6 @@ def save(fields: dict[str, Any], retry_for_s: float = DB_RETRY_FOR_S) -> str:
             log.warning("Database unavailable (%s); retrying in %.1f s", exc, delay)
             time.sleep(delay)
             delay = min(delay * 2, 5.0)
-    _mark_dirty(fields)
     drain_spool()
     return "written"
 
@@ -316,14 +273,13 @@ def drain_spool(limit: int = 1000) -> int:
                 break
             try:
                 # Idempotent: a twice-drained run is inserted once.
-                fields = _insert_or_stand_in(_from_json(item))
+                _insert_or_stand_in(_from_json(item))
             except (OperationalError, InterfaceError):
                 raise
             except (*ROW_ERRORS, KeyError, ValidationError) as exc:
                 _set_aside(client, item, exc)
                 continue
             client.lrem(SPOOL_KEY, 1, item)  # only after the row is in
-            _mark_dirty(fields)
             drained += 1
     except (OperationalError, InterfaceError):
         connection.close()

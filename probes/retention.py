@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 from django.conf import settings
 from django.db import connection, transaction
 
-from dashboard.rollups import floor_day
+from probes.timefloors import floor_day
 
 BATCH = 5000
 

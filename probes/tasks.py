@@ -1,4 +1,6 @@
-"""Celery tasks: thin wrappers over dispatch, runner, rollups and retention.
+"""Celery tasks: thin wrappers over dispatch, runner, the slot ledger and retention.
+
+(Rollup maintenance reads what these write: dashboard/tasks.py.)
 
 JSON arguments, primary keys only. Probe runs are acked late and rejected (requeued)
 when their worker process dies, so a killed worker's slot runs again elsewhere; the
@@ -21,8 +23,8 @@ from celery.utils.nodenames import worker_direct
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
-from dashboard import heartbeat, rollups, snapshots
-from probes import concurrency, dispatch, lateness, ledger, recording, retention, runner
+from probes import concurrency, dispatch, heartbeat, lateness, ledger, recording, retention, runner
+from probes.calibration import calibrate
 from probes.models import DispatchedSlot, Probe, WorkerCalibration
 
 log = logging.getLogger(__name__)
@@ -176,16 +178,6 @@ def run_probe(self, probe_id: int, slot_iso: str | None = None) -> dict | None:
     }
 
 
-@shared_task(acks_late=True, ignore_result=True, time_limit=300, soft_time_limit=280)
-def maintain_rollups() -> int:
-    """Every minute: write spooled runs, recompute recent and dirty rollup buckets, then
-    re-merge the leaderboard window snapshots that moved (hourly) or were invalidated."""
-    recording.drain_spool()
-    done = rollups.refresh(heartbeat.redis_client())
-    snapshots.refresh()
-    return done
-
-
 @shared_task(acks_late=True, ignore_result=True, time_limit=3600, soft_time_limit=3500)
 def prune_raw_runs() -> int:
     """Daily: delete raw runs older than RAW_RUN_RETENTION_DAYS (rollups stay)."""
@@ -200,8 +192,6 @@ def prune_raw_runs() -> int:
 @shared_task(bind=True, acks_late=True, ignore_result=True, time_limit=300, soft_time_limit=240)
 def calibrate_worker(self, duration_s: float = 6.0) -> dict:
     """Measure this worker's own ceiling against a local simulator and store it."""
-    from probes.engine import calibrate
-
     result = calibrate(duration_s=duration_s)
     row = WorkerCalibration.objects.create(
         worker=_worker_name(self),
@@ -215,12 +205,10 @@ def calibrate_worker(self, duration_s: float = 6.0) -> dict:
     return {"worker": row.worker, "max_events_per_s": row.max_events_per_s}
 
 
-@shared_task(acks_late=True, ignore_result=True, time_limit=60, soft_time_limit=50)
-def calibrate_workers() -> list[str]:
+@shared_task(bind=True, acks_late=True, ignore_result=True, time_limit=60, soft_time_limit=50)
+def calibrate_workers(self) -> list[str]:
     """Ask every live worker, on its own direct queue, to calibrate itself."""
-    from dashboard.celery import app
-
-    names = [name for reply in app.control.ping(timeout=2.0) for name in reply]
+    names = [name for reply in self.app.control.ping(timeout=2.0) for name in reply]
     for name in names:
         calibrate_worker.apply_async(queue=worker_direct(name))
     return names

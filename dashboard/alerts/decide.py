@@ -24,11 +24,22 @@ from enum import Enum
 from scipy.stats import mannwhitneyu
 
 from dashboard import histogram
+from probes.engine.contract import ROLLUP_METRICS, RUN_FIELDS
 
 # Latencies, error rates and staleness get worse as they grow; speed and availability as
 # they shrink.
-HIGHER_IS_WORSE = frozenset({"ttft_ms", "ttfat_ms", "e2e_ms", "error_rate", "minutes_since_ok"})
-LOWER_IS_WORSE = frozenset({"output_tps", "success_rate"})
+# The aggregated metrics, each worse in the direction the contract says is not better
+# (latencies as they grow, speed as it shrinks), plus the availability and freshness ones.
+HIGHER_IS_WORSE = frozenset(
+    {
+        *(m for m in ROLLUP_METRICS if RUN_FIELDS[m].better == "lower"),
+        "error_rate",
+        "minutes_since_ok",
+    }
+)
+LOWER_IS_WORSE = frozenset(
+    {*(m for m in ROLLUP_METRICS if RUN_FIELDS[m].better == "higher"), "success_rate"}
+)
 METRICS = HIGHER_IS_WORSE | LOWER_IS_WORSE
 # Ratios of runs rather than per-run measurements: their value is a share, not a median.
 RATE_METRICS = frozenset({"error_rate", "success_rate"})

@@ -24,16 +24,14 @@ from dashboard.alerts.transports import (
     get_transport,
     kind_choices,
 )
+from probes.engine.contract import ROLLUP_METRICS, RUN_FIELDS
 from probes.models import CanonicalModel, Endpoint, Workload, validate_region
 from probes.secrets import redact
 
 log = logging.getLogger(__name__)
 
 METRIC_CHOICES = [
-    ("ttft_ms", "Time to first token (ms)"),
-    ("ttfat_ms", "Time to first answer token (ms)"),
-    ("output_tps", "Output speed (tokens/s)"),
-    ("e2e_ms", "End-to-end time (ms)"),
+    *((m, f"{RUN_FIELDS[m].title} ({RUN_FIELDS[m].unit})") for m in ROLLUP_METRICS),
     ("success_rate", "Success rate (ok / all runs)"),
     ("error_rate", "Error rate (429 and 5xx / all runs)"),
     ("minutes_since_ok", "Minutes since the last successful run"),

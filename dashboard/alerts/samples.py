@@ -16,7 +16,9 @@ from django.db.models import BooleanField, ExpressionWrapper, Max, Q
 from dashboard import histogram
 from dashboard.alerts.decide import Stats
 from dashboard.models import RunRollup
+from probes.engine.contract import SPEED_METRICS
 from probes.models import ProbeRun
+from probes.timefloors import floor_hour
 
 Series = tuple[int, int, str]  # endpoint id, workload id, region
 # Baselines at least this long come from hourly rollups rather than every raw run.
@@ -33,7 +35,7 @@ def usable_runs(metric: str) -> Q:
     """Runs that count for a per-run metric: failed runs never enter latency or speed
     statistics, and short outputs are left out of speed (metrics.md)."""
     q = Q(status="ok", **{f"{metric}__isnull": False})
-    if metric == "output_tps":
+    if metric in SPEED_METRICS:
         q &= Q(short_output=False)
     return q
 
@@ -81,17 +83,13 @@ def staleness(scope: Q, now: datetime, lookback: timedelta) -> dict[Series, Stat
     return stats
 
 
-def _floor_hour(when: datetime) -> datetime:
-    return when.replace(minute=0, second=0, microsecond=0)
-
-
 def rollup_stats(
     scope: Q, metric: str, start: datetime, end: datetime
 ) -> dict[Series, Stats] | None:
     """The whole hours of [start, end) from hourly rollups, or None when there are none
     (rollups not maintained yet): the caller then reads raw runs. Dropping the partial
     hours at both ends changes a 6 h+ baseline by at most two hours of its span."""
-    first = _floor_hour(start) + (HOUR if _floor_hour(start) < start else timedelta(0))
+    first = floor_hour(start) + (HOUR if floor_hour(start) < start else timedelta(0))
     rate = metric in ("success_rate", "error_rate")
     fields = ["endpoint_id", "workload_id", "region", "runs", "ok_runs", "status_counts"]
     if not rate:
@@ -101,7 +99,7 @@ def rollup_stats(
             scope,
             granularity=RunRollup.HOUR,
             bucket_start__gte=first,
-            bucket_start__lt=_floor_hour(end),
+            bucket_start__lt=floor_hour(end),
         )
         .order_by()
         .values_list(*fields)

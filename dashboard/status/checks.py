@@ -9,13 +9,15 @@ from datetime import datetime, timedelta
 import redis
 from django.conf import settings
 from django.db import DatabaseError, connection
+from django.db.models import Count
 from django.utils import timezone
 
-from dashboard import heartbeat
 from dashboard.devstack.runstate import running_state
 from dashboard.devstack.supervisor import describe_exit
 from dashboard.env import first_line, url_without_password
-from probes.models import Provider
+from probes import heartbeat, ledger
+from probes.models import ProbeRun, Provider
+from probes.redis_client import redis_client
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 _SEVERITY = {OK: 0, WARN: 1, FAIL: 2}
@@ -149,8 +151,6 @@ LOST_SLOTS_SHOWN = 5
 
 def check_lost_slots(now: datetime) -> Check:
     """Dispatched slots that ended with no run because of us (probes/ledger.py)."""
-    from probes import ledger
-
     since = now - timedelta(hours=LOST_SLOTS_WINDOW_H)
     try:
         lost = ledger.lost_since(since)
@@ -232,9 +232,44 @@ def check_restarts(now: datetime) -> Check | None:
     return Check("restarts", WARN if recent else OK, "; ".join(parts) + ".", details)
 
 
+READ_PATH_WINDOW_H = 24
+
+
+def check_read_path(now: datetime) -> Check:
+    """Workers whose runs fell back from the lean read path (probes/engine/fastread.py).
+
+    The fast path reads httpx/httpcore internals, pinned in pyproject.toml; after an
+    upgrade that changes them every run silently takes httpx's iterator, which costs more
+    CPU per event and so caps how fast a stream we can measure accurately.
+    """
+    since = now - timedelta(hours=READ_PATH_WINDOW_H)
+    try:
+        fallbacks = list(
+            ProbeRun.objects.filter(started_at__gte=since, read_path="aiter_raw")
+            .values("worker")
+            .annotate(runs=Count("id"))
+            .order_by("-runs")
+        )
+    except DatabaseError as exc:
+        connection.close()
+        return Check("read path", FAIL, f"Unknown: runs cannot be read: {first_line(exc)}")
+    if fallbacks:
+        total = sum(row["runs"] for row in fallbacks)
+        return Check(
+            "read path",
+            WARN,
+            f"{total} run(s) in the last {READ_PATH_WINDOW_H} h read through httpx's iterator "
+            "(the fallback: slower per event); check the pinned httpx/httpcore versions:",
+            fallbacks,
+        )
+    return Check(
+        "read path", OK, f"Every run in the last {READ_PATH_WINDOW_H} h took the lean read path."
+    )
+
+
 def run_checks() -> list[Check]:
     now = timezone.now()
-    client = heartbeat.redis_client(timeout_s=1.0)
+    client = redis_client(timeout_s=1.0)
     checks = [check_database(), check_redis(client)]
     database_up = checks[0].state != FAIL
     if checks[1].state == FAIL:
@@ -246,10 +281,11 @@ def run_checks() -> list[Check]:
     else:
         checks += [check_workers(client, now), check_beat(client, now), check_queues(client)]
     if database_up:
-        checks += [check_lost_slots(now), check_provider_keys()]
+        checks += [check_lost_slots(now), check_provider_keys(), check_read_path(now)]
     else:
         checks += [
-            Check(name, FAIL, "Unknown: Postgres is unreachable.") for name in ("slots", "keys")
+            Check(name, FAIL, "Unknown: Postgres is unreachable.")
+            for name in ("slots", "keys", "read path")
         ]
     client.close()
     if (restarts := check_restarts(now)) is not None:

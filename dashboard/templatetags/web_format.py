@@ -8,7 +8,7 @@ from decimal import Decimal
 from django import template
 from django.http import QueryDict
 
-from dashboard.web.definitions import METRICS
+from dashboard.definitions import METRICS
 
 register = template.Library()
 

@@ -15,10 +15,13 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import reverse
 from django.views.decorators.http import require_safe
 
-from dashboard import queries
+from dashboard.definitions import PERCENTILES
 from dashboard.models import ROLLUP_METRICS
+from dashboard.queries import aggregates, history
+from dashboard.queries import filters as query_filters
+from dashboard.queries import leaderboard as leaderboards
 from dashboard.web import params as strict
-from dashboard.web.definitions import PERCENTILES, RUN_FIELDS
+from probes.engine import contract
 from probes.models import CanonicalModel, Endpoint, ProbeRun, Provider, Workload
 
 MAX_LIMIT = 500
@@ -51,14 +54,9 @@ RUN_COLUMNS = [
     "model_id",
     "workload",
     "region",
-    "status",
-    "http_status",
-    "error",
-    "retry_after_s",
-    "cold_connection",
-    "short_output",
+    *contract.OUTCOME_FIELDS,
     "client_bound",
-    *RUN_FIELDS,
+    *contract.RUN_FIELDS,
     "methodology_version",
 ]
 
@@ -119,7 +117,7 @@ def _guard(view):
     def wrapped(request: HttpRequest, *args, **kwargs):
         try:
             return view(request, *args, **kwargs)
-        except (BadRequest, queries.BadFilter) as error:
+        except (BadRequest, query_filters.BadFilter) as error:
             return _error(str(error))
 
     wrapped.__name__ = view.__name__
@@ -138,8 +136,8 @@ def index(request: HttpRequest) -> JsonResponse:
 @_guard
 def leaderboard(request: HttpRequest, csv_suffix: bool = False) -> HttpResponse:
     _check_params(request.GET, ["model", "workload", "window", "region", "sort"])
-    filters = queries.parse_filters(request.GET)
-    board = queries.leaderboard(filters)
+    filters = query_filters.parse_filters(request.GET)
+    board = leaderboards.leaderboard(filters)
     rows = [row.as_dict() for row in board.rows]
     if _wants_csv(request, csv_suffix):
         return _csv("leaderboard", LEADERBOARD_COLUMNS, rows)
@@ -157,9 +155,11 @@ def leaderboard(request: HttpRequest, csv_suffix: bool = False) -> HttpResponse:
 def series(request: HttpRequest, csv_suffix: bool = False) -> HttpResponse:
     _check_params(request.GET, ["endpoint", "metric", "window", "workload", "region"])
     endpoint = _endpoint(request.GET.get("endpoint"))
-    metric = queries.one_of("metric", request.GET.get("metric") or "output_tps", SERIES_METRICS)
-    filters = queries.parse_history_filters(request.GET)
-    (hist,) = queries.history(
+    metric = query_filters.one_of(
+        "metric", request.GET.get("metric") or "output_tps", SERIES_METRICS
+    )
+    filters = query_filters.parse_history_filters(request.GET)
+    (hist,) = history.history(
         [endpoint],
         window=filters.window,
         workload=filters.workload,
@@ -190,7 +190,7 @@ def series(request: HttpRequest, csv_suffix: bool = False) -> HttpResponse:
         {
             "endpoint_id": endpoint.pk,
             "metric": metric,
-            "bucket": queries.history_bucket(filters.window),
+            "bucket": history.history_bucket(filters.window),
             **filters.as_params(),
             "points": points,
         }
@@ -226,24 +226,28 @@ def filter_runs(params: Mapping[str, str]):
     if params.get("endpoint"):
         runs = runs.filter(endpoint=_endpoint(params["endpoint"]))
     if params.get("provider"):
-        slug = queries.one_of(
+        slug = query_filters.one_of(
             "provider", params["provider"], Provider.objects.values_list("slug", flat=True)
         )
         runs = runs.filter(endpoint__provider__slug=slug)
     if params.get("model"):
-        slug = queries.one_of(
+        slug = query_filters.one_of(
             "model", params["model"], CanonicalModel.objects.values_list("slug", flat=True)
         )
         runs = runs.filter(endpoint__canonical_model__slug=slug)
     if params.get("workload"):
-        slug = queries.one_of(
+        slug = query_filters.one_of(
             "workload", params["workload"], Workload.objects.values_list("slug", flat=True)
         )
         runs = runs.filter(workload__slug=slug)
     if params.get("region"):
-        runs = runs.filter(region=queries.one_of("region", params["region"], queries.regions()))
+        runs = runs.filter(
+            region=query_filters.one_of("region", params["region"], query_filters.regions())
+        )
     if params.get("status"):
-        runs = runs.filter(status=queries.one_of("status", params["status"], queries.STATUS_NAMES))
+        runs = runs.filter(
+            status=query_filters.one_of("status", params["status"], query_filters.STATUS_NAMES)
+        )
     if params.get("since"):
         runs = runs.filter(started_at__gte=strict.instant("since", params["since"]))
     if params.get("until"):
@@ -270,16 +274,10 @@ def run_as_dict(run: ProbeRun) -> dict:
         "model_id": e.model_id,
         "workload": run.workload.slug,
         "region": run.region,
-        "status": run.status,
-        "http_status": run.http_status,
-        "error": run.error,
-        "retry_after_s": run.retry_after_s,
-        "cold_connection": run.cold_connection,
-        "short_output": run.short_output,
         "client_bound": run.client_bound,
         "methodology_version": run.methodology_version,
     }
-    for name in RUN_FIELDS:
+    for name in (*contract.OUTCOME_FIELDS, *contract.RUN_FIELDS):
         value = getattr(run, name)
         data[name] = float(value) if value is not None and name.endswith("cost_usd") else value
     return data
@@ -315,7 +313,7 @@ def runs(request: HttpRequest, csv_suffix: bool = False) -> HttpResponse:
 def catalog(request: HttpRequest, csv_suffix: bool = False) -> HttpResponse:
     _check_params(request.GET, [])
     endpoints = list(Endpoint.objects.select_related("provider", "canonical_model"))
-    prices = queries.current_prices(e.pk for e in endpoints)
+    prices = leaderboards.current_prices(e.pk for e in endpoints)
     endpoint_rows = []
     for e in endpoints:
         price = prices.get(e.pk)
@@ -372,7 +370,7 @@ def catalog(request: HttpRequest, csv_suffix: bool = False) -> HttpResponse:
                 }
                 for w in Workload.objects.all()
             ],
-            "regions": queries.regions(),
-            "windows": list(queries.HISTORY_WINDOWS),
+            "regions": query_filters.regions(),
+            "windows": list(aggregates.HISTORY_WINDOWS),
         }
     )

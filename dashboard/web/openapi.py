@@ -5,9 +5,11 @@ from __future__ import annotations
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_safe
 
-from dashboard import queries
+from dashboard.definitions import METRICS, STATUS_MEANINGS
+from dashboard.queries import aggregates
+from dashboard.queries import filters as query_filters
 from dashboard.web import api
-from dashboard.web.definitions import METRICS, RUN_FIELDS, STATUS_MEANINGS
+from probes.engine import contract
 
 
 def _param(name: str, description: str, *, enum=None, required=False, schema=None) -> dict:
@@ -87,14 +89,14 @@ def _run() -> dict:
             "description": "; ".join(f"{k}: {v}" for k, v in STATUS_MEANINGS.items()),
         },
     }
-    for name, text in RUN_FIELDS.items():
-        props[name] = {"description": text}
+    for name, field in {**contract.OUTCOME_FIELDS, **contract.RUN_FIELDS}.items():
+        props.setdefault(name, {"description": field.definition})
     return {"type": "object", "properties": props}
 
 
 def spec(base_url: str) -> dict:
     history_filters = [
-        _param("window", "History window.", enum=queries.HISTORY_WINDOWS),
+        _param("window", "History window.", enum=aggregates.HISTORY_WINDOWS),
         _param("workload", "Workload slug (see catalog); default: all workloads."),
         _param("region", "Probe region, or all."),
     ]
@@ -115,12 +117,15 @@ def spec(base_url: str) -> dict:
                     "parameters": [
                         _param("model", "Canonical model slug, or all."),
                         _param("workload", "Workload slug; default: the most probed one."),
-                        _param("window", "Window.", enum=queries.LEADERBOARD_WINDOWS),
+                        _param("window", "Window.", enum=aggregates.LEADERBOARD_WINDOWS),
                         _param("region", "Probe region, or all."),
                         _param(
                             "sort",
                             "Column, - prefix for descending.",
-                            enum=[*queries.SORT_KEYS, *(f"-{k}" for k in queries.SORT_KEYS)],
+                            enum=[
+                                *query_filters.SORT_KEYS,
+                                *(f"-{k}" for k in query_filters.SORT_KEYS),
+                            ],
                         ),
                         _FORMAT,
                     ],

@@ -8,9 +8,9 @@ so they never go down.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta
 
-from django.db.models import Q
+from django.db.models import Count, Q
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from django.views.decorators.http import require_safe
@@ -18,10 +18,18 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from dashboard import queries
-from dashboard.models import ROLLUP_METRICS
-from dashboard.web.definitions import METRICS
-from probes.models import Endpoint, Workload
+from dashboard.definitions import METRICS
+from dashboard.models import ROLLUP_METRICS, SnapshotBuild, WindowSnapshot
+from dashboard.queries import aggregates
+from dashboard.queries.aggregates import (
+    LIFETIME,
+    Series,
+    lifetime_counts_from_rollups,
+    lifetime_plan,
+    memoised,
+)
+from probes import ledger
+from probes.models import Endpoint, Probe, ProbeRun, Workload
 
 MEDIAN_WINDOW = timedelta(hours=24)
 LABELS = ["provider", "model", "endpoint", "workload", "region", "simulated"]
@@ -48,7 +56,7 @@ class InferwatchCollector(Collector):
                 str(e.provider.simulated).lower(),
             ]
 
-        recent = queries.collect(
+        recent = aggregates.collect(
             Q(), now - MEDIAN_WINDOW, now, group_by=("endpoint", "workload", "region")
         )
         medians = {
@@ -87,7 +95,7 @@ class InferwatchCollector(Collector):
             "Runs recorded, by status (all time).",
             labels=[*LABELS, "status"],
         )
-        for key, counts in queries.lifetime_status_counts(now).items():
+        for key, counts in lifetime_status_counts(now).items():
             names = labels(*key)
             if names is None:
                 continue
@@ -100,7 +108,7 @@ class InferwatchCollector(Collector):
             "How far behind its schedule each active probe is (0 when on time).",
             labels=LABELS,
         )
-        for probe, seconds in queries.probe_lag_seconds(now):
+        for probe, seconds in probe_lag_seconds(now):
             names = labels(probe.endpoint_id, probe.workload_id, probe.region)
             if names is not None:
                 lag.add_metric(names, seconds)
@@ -113,9 +121,65 @@ class InferwatchCollector(Collector):
             "Dispatched slots that ended with no run in the last 24 h, per region.",
             labels=["region"],
         )
-        for region, n in queries.lost_slots_by_region(now - MEDIAN_WINDOW):
+        for region, n in lost_slots_by_region(now - MEDIAN_WINDOW):
             lost.add_metric([region], n)
         yield lost
+
+
+# -- what the collector reads -----------------------------------------------------------------
+
+
+def lifetime_status_counts(now: datetime | None = None) -> dict[Series, dict[str, int]]:
+    """Runs ever recorded by status, per endpoint × workload × region (/metrics counters).
+
+    Read from rollups, which outlive raw-run retention, so counters never go down: from
+    the lifetime snapshot (one row per series, dashboard/snapshots.py) while it matches,
+    else summed from every rollup row.
+    """
+    now = now or timezone.now()
+    plan = lifetime_plan(now)
+    totals = None
+    if (
+        plan.rollups
+        and SnapshotBuild.objects.filter(
+            window=LIFETIME, covers_from=plan.rollups[0][1], covers_to=plan.raw_from
+        ).exists()
+    ):
+        rows = WindowSnapshot.objects.filter(window=LIFETIME).values_list(
+            "endpoint_id", "workload_id", "region", "status_counts"
+        )
+        totals = {(e, w, r): dict(counts) for e, w, r, counts in rows}
+    if totals is None:
+        totals = memoised(
+            ("lifetime", tuple(plan.rollups)),
+            lambda: lifetime_counts_from_rollups(plan),
+            lambda memo: {series: dict(counts) for series, counts in memo.items()},
+        )
+    recent = (
+        ProbeRun.objects.filter(started_at__gte=plan.raw_from, started_at__lte=now)
+        .values_list("endpoint_id", "workload_id", "region", "status")
+        .annotate(n=Count("id"))
+        .order_by()
+    )
+    for endpoint_id, workload_id, region, status, n in recent:
+        counts = totals.setdefault((endpoint_id, workload_id, region), {})
+        counts[status] = counts.get(status, 0) + n
+    return totals
+
+
+def lost_slots_by_region(since: datetime) -> list[tuple[str, int]]:
+    """(region, lost slots) since `since`, for regions that lost any."""
+    lost = ledger.lost_since(since).values("region").annotate(n=Count("pk"))
+    return sorted((row["region"], row["n"]) for row in lost)
+
+
+def probe_lag_seconds(now: datetime | None = None) -> list[tuple[Probe, float]]:
+    """How far behind schedule each active probe is (0 when on time)."""
+    now = now or timezone.now()
+    probes = Probe.objects.active().select_related(
+        "endpoint__provider", "endpoint__canonical_model", "workload"
+    )
+    return [(p, max(0.0, (now - p.next_run_at).total_seconds())) for p in probes]
 
 
 @require_safe

@@ -13,11 +13,13 @@ urlpatterns = [
     path("api/v1/", api.index, name="api-index"),
     path("api/v1/openapi.json", openapi.openapi, name="api-openapi"),
     path("api/v1/leaderboard", api.leaderboard, name="api-leaderboard"),
-    path("api/v1/leaderboard.csv", api.leaderboard, {"csv_suffix": True}),
+    path(
+        "api/v1/leaderboard.csv", api.leaderboard, {"csv_suffix": True}, name="api-leaderboard-csv"
+    ),
     path("api/v1/series", api.series, name="api-series"),
-    path("api/v1/series.csv", api.series, {"csv_suffix": True}),
+    path("api/v1/series.csv", api.series, {"csv_suffix": True}, name="api-series-csv"),
     path("api/v1/runs", api.runs, name="api-runs"),
-    path("api/v1/runs.csv", api.runs, {"csv_suffix": True}),
+    path("api/v1/runs.csv", api.runs, {"csv_suffix": True}, name="api-runs-csv"),
     path("api/v1/catalog", api.catalog, name="api-catalog"),
-    path("api/v1/catalog.csv", api.catalog, {"csv_suffix": True}),
+    path("api/v1/catalog.csv", api.catalog, {"csv_suffix": True}, name="api-catalog-csv"),
 ]

@@ -1,4 +1,4 @@
-"""The pages. Thin: parse filters, ask dashboard/queries.py, hand figures from charts.py."""
+"""The pages. Thin: parse filters, ask dashboard/queries/, hand figures from charts.py."""
 
 from __future__ import annotations
 
@@ -13,15 +13,19 @@ from django.utils import timezone
 from django.views.decorators.http import require_safe
 from django.views.decorators.vary import vary_on_headers
 
-from dashboard import charts, queries
+from dashboard import charts
 from dashboard.alerts.queries import firing_by_endpoint
-from dashboard.models import ROLLUP_METRICS
-from dashboard.web.definitions import (
+from dashboard.definitions import (
     COMPARISONS,
     METRICS,
     RUN_FIELDS,
     STATUS_MEANINGS,
 )
+from dashboard.models import ROLLUP_METRICS
+from dashboard.queries import aggregates, history
+from dashboard.queries import filters as query_filters
+from dashboard.queries import leaderboard as leaderboards
+from probes.engine import contract
 from probes.models import CanonicalModel, Endpoint, Probe, ProbeRun, Provider, Workload
 
 ACTIVE_ALERTS_TEMPLATE = "alerts/partials/active.html"
@@ -39,7 +43,7 @@ TABLE_COLUMNS = (
 RECENT_RUNS = 25
 
 
-def bad_filter(request: HttpRequest, error: queries.BadFilter) -> HttpResponse:
+def bad_filter(request: HttpRequest, error: query_filters.BadFilter) -> HttpResponse:
     return render(request, "dashboard/bad_filter.html", {"message": str(error)}, status=400)
 
 
@@ -47,15 +51,15 @@ def _choices() -> dict:
     return {
         "models": CanonicalModel.objects.filter(endpoints__isnull=False).distinct(),
         "workloads": Workload.objects.all(),
-        "windows": list(queries.LEADERBOARD_WINDOWS),
-        "regions": queries.regions(),
+        "windows": list(aggregates.LEADERBOARD_WINDOWS),
+        "regions": query_filters.regions(),
         # What each filter shows when the URL does not name it (static/js/filters.js
         # re-syncs the dropdowns from the URL after Back).
         "defaults": {
-            "model": queries.ALL,
-            "workload": queries.default_workload(),
-            "window": queries.DEFAULT_WINDOW,
-            "region": queries.ALL,
+            "model": aggregates.ALL,
+            "workload": query_filters.default_workload(),
+            "window": aggregates.DEFAULT_WINDOW,
+            "region": aggregates.ALL,
         },
     }
 
@@ -64,10 +68,10 @@ def _choices() -> dict:
 @vary_on_headers("HX-Request")
 def leaderboard(request: HttpRequest) -> HttpResponse:
     try:
-        filters = queries.parse_filters(request.GET)
-    except queries.BadFilter as error:
+        filters = query_filters.parse_filters(request.GET)
+    except query_filters.BadFilter as error:
         return bad_filter(request, error)
-    board = queries.leaderboard(filters)
+    board = leaderboards.leaderboard(filters)
     context = {
         "board": board,
         "filters": filters,
@@ -91,28 +95,28 @@ def leaderboard(request: HttpRequest) -> HttpResponse:
 
 def _history_context(request: HttpRequest, endpoints: list[Endpoint]) -> dict:
     """Filters, charts, availability and error breakdown for a set of endpoints."""
-    filters = queries.parse_history_filters(request.GET)
-    histories = queries.history(
+    filters = query_filters.parse_history_filters(request.GET)
+    histories = history.history(
         endpoints, window=filters.window, workload=filters.workload, region=filters.region
     )
     now = timezone.now()
-    span = (now - queries.HISTORY_WINDOWS[filters.window], now)
-    totals = queries.Agg()
+    span = (now - aggregates.HISTORY_WINDOWS[filters.window], now)
+    totals = aggregates.Agg()
     for h in histories:
         totals.merge(h.totals)
     return {
         "filters": filters,
         "params": filters.as_params(),
-        "windows": list(queries.HISTORY_WINDOWS),
+        "windows": list(aggregates.HISTORY_WINDOWS),
         "workloads": Workload.objects.all(),
-        "regions": queries.regions(),
+        "regions": query_filters.regions(),
         "histories": histories,
         "history_charts": [
             (f"history-{m}", charts.history(histories, m, span)) for m in HISTORY_METRICS
         ],
         "availability_chart": charts.availability(histories, span),
         "totals": totals,
-        "breakdown": queries.status_breakdown(totals),
+        "breakdown": history.status_breakdown(totals),
         "status_meanings": STATUS_MEANINGS,
         "has_history": totals.runs > 0,
     }
@@ -138,19 +142,19 @@ def _history_page(
     Its recent runs follow the page's workload and region filters."""
     try:
         context = _history_context(request, endpoints)
-    except queries.BadFilter as error:
+    except query_filters.BadFilter as error:
         return bad_filter(request, error)
     filters = context["filters"]
     runs = _recent_runs(
         **runs_scope,
         **({"workload": filters.workload} if filters.workload else {}),
-        **({"region": filters.region} if filters.region != queries.ALL else {}),
+        **({"region": filters.region} if filters.region != aggregates.ALL else {}),
     )
     context.update(subject=subject, kind=kind, endpoints=endpoints, runs=runs, **extra)
     if kind == "endpoint":
         (endpoint,) = endpoints
-        claims = queries.claims_for(endpoints)[endpoint.pk]
-        context["claims"] = queries.best_claims(claims, context["totals"])
+        claims = leaderboards.claims_for(endpoints)[endpoint.pk]
+        context["claims"] = leaderboards.best_claims(claims, context["totals"])
     return render(request, "dashboard/history_page.html", context)
 
 
@@ -218,6 +222,7 @@ def run_page(request: HttpRequest, pk: int) -> HttpResponse:
         "timeline_chart": charts.token_timeline(run.timeline) if run.timeline else None,
         "gap_chart": charts.gap_histogram(run.timeline) if len(gaps) > 1 else None,
         "status_meaning": STATUS_MEANINGS.get(run.status, ""),
+        "read_path_meaning": contract.OUTCOME_FIELDS["read_path"].definition,
         "has_server_timing": any(theirs is not None for _, _, theirs in timings),
     }
     return render(request, "dashboard/run.html", context)
@@ -240,10 +245,15 @@ def methodology(request: HttpRequest) -> HttpResponse:
     context = {
         "metrics": METRICS.values(),
         "aggregated": ROLLUP_METRICS,
-        "run_fields": RUN_FIELDS.items(),
+        "run_fields": [
+            f
+            for f in (*contract.OUTCOME_FIELDS.values(), *contract.RUN_FIELDS.values())
+            if f.name != "status"  # statuses have their own section
+        ],
+        "methodology_version": contract.METHODOLOGY_VERSION,
         "statuses": STATUS_MEANINGS.items(),
         "comparisons": COMPARISONS,
         "workloads": workloads,
-        "regions": queries.regions(),
+        "regions": query_filters.regions(),
     }
     return render(request, "dashboard/methodology.html", context)

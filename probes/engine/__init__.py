@@ -4,16 +4,10 @@ from probes.engine import ProbeRequest, measure_sync
 result = measure_sync(ProbeRequest(api="openai-chat", base_url=URL, model=ID))
 """
 
-from .calibration import Calibration, calibrate
 from .client import measure, measure_sync
+from .contract import METHODOLOGY_VERSION, MIN_SPEED_TOKENS, RETRYABLE_STATUSES, STATUSES
 from .request import APIS, Limits, Prices, ProbeRequest
-from .result import (
-    METHODOLOGY_VERSION,
-    MIN_SPEED_TOKENS,
-    RETRYABLE_STATUSES,
-    STATUSES,
-    RunResult,
-)
+from .result import RunResult
 
 __all__ = [
     "APIS",
@@ -21,12 +15,10 @@ __all__ = [
     "MIN_SPEED_TOKENS",
     "RETRYABLE_STATUSES",
     "STATUSES",
-    "Calibration",
     "Limits",
     "Prices",
     "ProbeRequest",
     "RunResult",
-    "calibrate",
     "measure",
     "measure_sync",
 ]

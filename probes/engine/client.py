@@ -31,6 +31,7 @@ import httpx
 
 from . import bounded, fastread, http_errors, sanitize, tokens
 from .dialects import StreamRecorder, new_recorder
+from .fastread import ResponseTooLarge
 from .metrics import fill_metrics, stream_counts
 from .request import ProbeRequest
 from .result import RunResult
@@ -38,10 +39,6 @@ from .sse import EventTooLarge, SSEParser
 
 # After an error event, wait at most this long for the server to end the stream.
 _ERROR_GRACE_NS = 2_000_000_000
-
-
-class ResponseTooLarge(Exception):
-    pass
 
 
 # -- streams in flight -----------------------------------------------------------------
@@ -394,6 +391,7 @@ class _Measurement:
             result.stream["client_cpu_ms"] = self._cpu_ms
             result.stream["read_path"] = self.read_path
             result.stream["warmup_error"] = self.warmup_error
+        result.read_path = self.read_path
         status, error = self._status()
         result.status = status
         if error is not None and self.warmup_error is not None:

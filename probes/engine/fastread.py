@@ -33,6 +33,10 @@ class BodyError(Exception):
     """Malformed chunked framing."""
 
 
+class ResponseTooLarge(Exception):
+    """The body passed Limits.max_response_bytes (either read path raises it)."""
+
+
 class ChunkedDecoder:
     """Incremental ``Transfer-Encoding: chunked`` decoder (RFC 9112 section 7.1)."""
 
@@ -146,6 +150,7 @@ class FastBodyReader:
         self.write_bio = write_bio
         self.done: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self.t_done: int | None = None
+        self._tls_closed = False
 
     # -- completion ---------------------------------------------------------------------
 
@@ -167,11 +172,13 @@ class FastBodyReader:
         try:
             if self.ssl_object is not None:
                 data = self._decrypt(data)
-                if not data:
-                    return
-            self._body(data, t)
+            if data:
+                self._body(data, t)
         except Exception as exc:  # parser limits, framing, TLS: end the read with it
             self._fail(exc)
+            return
+        if self._tls_closed:
+            self.on_eof()
 
     def _decrypt(self, data: bytes) -> bytes:
         assert self.read_bio is not None and self.ssl_object is not None
@@ -184,9 +191,13 @@ class FastBodyReader:
             except ssl.SSLWantReadError:
                 break
             except ssl.SSLZeroReturnError:
-                self._finish("eof")
+                self._tls_closed = True
                 break
             if not plain:
+                # The peer's close_notify (an SSLObject reads it as b""): the end of the
+                # byte stream, as a FIN is without TLS. Missing it left a server that
+                # closed mid-body waiting for our reply, and us for the stall limit.
+                self._tls_closed = True
                 break
             out.append(plain)
         if self.write_bio is not None and self.write_bio.pending:
@@ -205,8 +216,6 @@ class FastBodyReader:
         if self.should_stop():
             self._finish("stopped")
         elif self.n_bytes > self.max_bytes:
-            from .client import ResponseTooLarge
-
             self._fail(ResponseTooLarge(f"response larger than {self.max_bytes} bytes"))
         elif (self.decoder is not None and self.decoder.done) or self.left == 0:
             self._finish("complete")

@@ -12,9 +12,10 @@ import math
 from typing import Any
 
 from . import sanitize, tokens
+from .contract import MIN_SPEED_TOKENS, counts_for_speed
 from .dialects import StreamRecorder
 from .request import Prices
-from .result import MIN_SPEED_TOKENS, RunResult
+from .result import RunResult
 
 _OUTPUT = frozenset("art")
 _ANSWER = frozenset("at")
@@ -101,7 +102,7 @@ def fill_metrics(
     # Speed ---------------------------------------------------------------------------
     out_tokens = result.output_tokens
     if out_tokens is not None:
-        result.short_output = out_tokens < min_speed_tokens
+        result.short_output = not counts_for_speed(out_tokens, min_speed_tokens)
         if n_out:
             result.tokens_per_event = round(out_tokens / n_out, 4)
         if result.e2e_ms:

@@ -7,10 +7,9 @@ from typing import Any
 
 import orjson
 
-from .result import MIN_SPEED_TOKENS
-
-APIS = ("openai-chat", "anthropic-messages", "openai-responses")
-ANTHROPIC_VERSION = "2023-06-01"
+from . import dialects
+from .contract import MIN_SPEED_TOKENS
+from .dialects import APIS
 
 
 @dataclass(frozen=True)
@@ -72,56 +71,19 @@ class ProbeRequest:
     # -- HTTP ----------------------------------------------------------------------------
 
     def url(self) -> str:
-        base = self.base_url.rstrip("/")
-        suffix = {
-            "openai-chat": "/chat/completions",
-            "anthropic-messages": "/messages",
-            "openai-responses": "/responses",
-        }[self.api]
-        return base if base.endswith(suffix) else base + suffix
+        return dialects.get(self.api).url(self.base_url)
 
     def warmup_url(self) -> str:
-        """A cheap GET on the same host: the model list of either API."""
-        base = self.url().rsplit("/", 2 if self.api == "openai-chat" else 1)[0]
-        return base + "/models"
+        """A cheap GET on the same host, to open the connection before measuring."""
+        return dialects.get(self.api).warmup_url(self.url())
 
     def headers(self) -> dict[str, str]:
-        headers = {"content-type": "application/json", "accept": "text/event-stream"}
-        if self.api == "anthropic-messages":
-            headers["anthropic-version"] = ANTHROPIC_VERSION
-            if self.api_key:
-                headers["x-api-key"] = self.api_key
-        elif self.api_key:
-            headers["authorization"] = f"Bearer {self.api_key}"
+        headers = dialects.get(self.api).headers(self.api_key)
         headers.update(self.extra_headers)
         return headers
 
     def body(self) -> bytes:
-        if self.api == "openai-chat":
-            body: dict[str, Any] = {
-                "model": self.model,
-                "messages": self.messages,
-                "max_tokens": self.max_tokens,
-                "stream": True,
-                "stream_options": {"include_usage": True},
-            }
-        elif self.api == "anthropic-messages":
-            system = [m["content"] for m in self.messages if m.get("role") == "system"]
-            body = {
-                "model": self.model,
-                "messages": [m for m in self.messages if m.get("role") != "system"],
-                "max_tokens": self.max_tokens,
-                "stream": True,
-            }
-            if system:
-                body["system"] = "\n\n".join(str(s) for s in system)
-        else:
-            body = {
-                "model": self.model,
-                "input": self.messages,
-                "max_output_tokens": self.max_tokens,
-                "stream": True,
-            }
+        body = dialects.get(self.api).body(self)
         if self.temperature is not None:
             body["temperature"] = self.temperature
         body.update(self.extra_body)

@@ -7,44 +7,7 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
 
-# Bump on any change to a definition of /methodology/ or to how we apply it.
-METHODOLOGY_VERSION = 1
-
-# Runs with fewer output tokens keep their TTFT but are flagged short_output.
-MIN_SPEED_TOKENS = 50
-
-STATUSES = (
-    "ok",
-    "auth_error",
-    "not_found",
-    "rate_limited",
-    "http_error",
-    "server_error",
-    "timeout_connect",
-    "timeout_first_token",
-    "timeout_stall",
-    "timeout_total",
-    "stream_error",
-    "protocol_error",
-    "truncated",
-    "empty",
-    "network_error",
-)
-
-# Failures worth retrying later with backoff (transient by nature).
-RETRYABLE_STATUSES = frozenset(
-    {
-        "rate_limited",
-        "server_error",
-        "timeout_connect",
-        "timeout_first_token",
-        "timeout_stall",
-        "timeout_total",
-        "stream_error",
-        "truncated",
-        "network_error",
-    }
-)
+from .contract import METHODOLOGY_VERSION, RETRYABLE_STATUSES
 
 # Fields left out of to_dict(): bulky (text) or process-local (t0_ns).
 _TEXT_FIELDS = ("text", "reasoning_text")
@@ -86,6 +49,7 @@ class RunResult:
     output_events: int | None = None
     tokens_per_event: float | None = None
     short_output: bool | None = None
+    read_path: str | None = None  # "transport" (fastread.py) or "aiter_raw" (fallback)
 
     reasoning_tokens: int | None = None
     input_tokens: int | None = None

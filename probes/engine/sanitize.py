@@ -22,8 +22,9 @@ from typing import Any
 
 import orjson
 
+from .contract import STATUSES
 from .http_errors import MAX_RETRY_AFTER_S
-from .result import STATUSES, RunResult
+from .result import RunResult
 
 FINISH_REASON_MAX = 40  # characters
 ERROR_MAX = 1000  # characters

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import ssl
 import subprocess
 import sys
 import threading
@@ -60,9 +61,12 @@ def start_in_thread(
     host: str = "127.0.0.1",
     port: int = 0,
     traits: ServerTraits | None = None,
+    ssl_context: ssl.SSLContext | None = None,
 ) -> SimulatorHandle:
-    """Start a simulator on a free port (port=0) in a daemon thread; returns at once."""
-    server = SimulatorServer(profile, host, port, traits=traits)
+    """Start a simulator on a free port (port=0) in a daemon thread; returns at once.
+
+    With `ssl_context` (a server context) it serves HTTPS."""
+    server = SimulatorServer(profile, host, port, traits=traits, ssl_context=ssl_context)
     loop = asyncio.new_event_loop()
     ready = threading.Event()
     failure: list[BaseException] = []

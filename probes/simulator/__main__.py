@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import sys
 
+from .events import EVENTS
 from .profiles import FAULTS, REALISTIC_FAULTS, Profile
 from .server import ServerTraits, SimulatorServer, reduce_timer_slack
 
@@ -32,9 +33,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--jitter", type=float, default=0.0, help="percent, per gap")
     parser.add_argument(
         "--api",
-        choices=["openai-chat", "anthropic-messages"],
+        choices=list(EVENTS),
         default=None,
-        help="serve only this API (default: both)",
+        help="serve only this API (default: all)",
     )
     parser.add_argument("--fault", choices=FAULTS, default="none")
     parser.add_argument(
@@ -80,7 +81,7 @@ def profile_from(args: argparse.Namespace) -> Profile:
 
 async def serve(args: argparse.Namespace) -> None:
     reduce_timer_slack()
-    apis = (args.api,) if args.api else ("openai-chat", "anthropic-messages")
+    apis = (args.api,) if args.api else tuple(EVENTS)
     traits = ServerTraits(
         context_tokens=args.context_tokens,
         total_slots=args.slots,

@@ -178,3 +178,74 @@ class AnthropicEvents:
         if done:
             out += _anthropic("message_stop", {})
         return out
+
+
+def _responses(kind: str, payload: dict[str, Any]) -> bytes:
+    return b"event: " + kind.encode() + b"\ndata: " + _json({"type": kind, **payload}) + b"\n\n"
+
+
+class OpenAIResponsesEvents:
+    """Responses API events: response.created ... response.completed (no [DONE])."""
+
+    def __init__(self, model: str, request_id: str, input_tokens: int) -> None:
+        self._response = {"id": request_id, "object": "response", "model": model}
+        self._input = input_tokens
+        self._answer = (
+            b'event: response.output_text.delta\ndata: {"type":"response.output_text.delta",'
+            b'"delta":'
+        )
+        self._reasoning = (
+            b'event: response.reasoning_text.delta\ndata: {"type":"response.reasoning_text.delta",'
+            b'"delta":'
+        )
+
+    def head(self) -> bytes:
+        return _responses(
+            "response.created", {"response": {**self._response, "status": "in_progress"}}
+        )
+
+    def output(self, text: str, reasoning: bool) -> bytes:
+        return (self._reasoning if reasoning else self._answer) + _json(text) + b"}\n\n"
+
+    def error(self) -> bytes:
+        return _responses(
+            "error", {"error": {"type": "server_error", "message": "simulated failure mid-stream"}}
+        )
+
+    def malformed(self) -> bytes:
+        return b'event: response.output_text.delta\ndata: {"type":"response.output_text.delta",\n\n'
+
+    def invalid_utf8(self) -> bytes:
+        return self._answer + b'"\xff\xfe bad bytes"}\n\n'
+
+    def huge(self) -> bytes:
+        return self.output("x" * HUGE_EVENT_BYTES, reasoning=False)
+
+    def tail(self, finish: str, usage: dict[str, Any], timing: dict[str, Any], done: bool) -> bytes:
+        if not done:
+            return b""
+        status = "incomplete" if finish == "length" else "completed"
+        response = {
+            **self._response,
+            "status": status,
+            "incomplete_details": {"reason": "max_output_tokens"} if finish == "length" else None,
+            "usage": {
+                "input_tokens": self._input,
+                "input_tokens_details": {"cached_tokens": 0},
+                "output_tokens": usage["completion_tokens"],
+                "output_tokens_details": {
+                    "reasoning_tokens": usage["completion_tokens_details"]["reasoning_tokens"]
+                },
+                "total_tokens": self._input + usage["completion_tokens"],
+                "x_simulator": timing["x_simulator"],
+            },
+        }
+        return _responses(f"response.{status}", {"response": response})
+
+
+# The stream each API speaks, by the engine's dialect name (probes/engine/dialects/).
+EVENTS = {
+    "openai-chat": lambda model, request_id, input_tokens: OpenAIChatEvents(model, request_id),
+    "anthropic-messages": AnthropicEvents,
+    "openai-responses": OpenAIResponsesEvents,
+}

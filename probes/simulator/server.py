@@ -17,6 +17,7 @@ import heapq
 import itertools
 import random
 import socket
+import ssl
 import struct
 import time
 from dataclasses import dataclass
@@ -25,8 +26,11 @@ from typing import Any
 
 import orjson
 
+from probes.engine import tokens  # the same o200k count the engine uses
+from probes.engine.dialects import DIALECTS
+
 from . import vocab
-from .events import AnthropicEvents, OpenAIChatEvents
+from .events import EVENTS, OpenAIChatEvents
 from .profiles import BUILTIN, Profile, resolve
 
 _FAR_NS = 2_000_000  # beyond this, let the event loop sleep...
@@ -419,14 +423,16 @@ class SimulatorServer:
         default: Profile | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
-        apis: tuple[str, ...] = ("openai-chat", "anthropic-messages"),
+        apis: tuple[str, ...] = tuple(EVENTS),
         traits: ServerTraits | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.default = default or Profile()
         self.traits = traits or ServerTraits()
         self.host = host
         self.port = port
         self.apis = apis
+        self.ssl_context = ssl_context  # serve HTTPS, as every real provider does
         self.scheduler: Scheduler
         self._server: asyncio.base_events.Server | None = None
         # One failure draw sequence per model name, seeded by its profile: the n-th request
@@ -434,13 +440,16 @@ class SimulatorServer:
         self._failure_rngs: dict[str, random.Random] = {}
 
     async def start(self) -> int:
-        from probes.engine import tokens
-
         tokens.encoding()  # load the tokenizer now, not inside the first request's TTFT
         loop = asyncio.get_running_loop()
         self.scheduler = Scheduler(loop)
         self._server = await loop.create_server(
-            lambda: _Conn(self), self.host, self.port, reuse_address=True, backlog=256
+            lambda: _Conn(self),
+            self.host,
+            self.port,
+            reuse_address=True,
+            backlog=256,
+            ssl=self.ssl_context,
         )
         self.port = self._server.sockets[0].getsockname()[1]
         return self.port
@@ -455,7 +464,8 @@ class SimulatorServer:
 
     @property
     def base_url(self) -> str:
-        return f"http://{self.host}:{self.port}/v1"
+        scheme = "https" if self.ssl_context else "http"
+        return f"{scheme}://{self.host}:{self.port}/v1"
 
     def handle(
         self,
@@ -480,11 +490,11 @@ class SimulatorServer:
         if method != "POST":
             conn.respond(405, "Method Not Allowed", b'{"error":{"message":"use POST"}}')
             return
-        if path.endswith("/chat/completions") and "openai-chat" in self.apis:
-            api = "openai-chat"
-        elif path.endswith("/messages") and "anthropic-messages" in self.apis:
-            api = "anthropic-messages"
-        else:
+        api = next(
+            (d.name for d in DIALECTS.values() if path.endswith(d.path) and d.name in self.apis),
+            None,
+        )
+        if api is None:
             conn.respond(404, "Not Found", b'{"error":{"message":"unknown path"}}')
             return
         try:
@@ -573,10 +583,7 @@ class SimulatorServer:
             n_tokens = min(n_tokens, ctx - conn.prompt_tokens)
         model = str(req.get("model") or profile.name)
         request_id = f"sim-{next(_ids)}"
-        if api == "openai-chat":
-            events: Any = OpenAIChatEvents(model, request_id)
-        else:
-            events = AnthropicEvents(model, request_id, conn.prompt_tokens)
+        events: Any = EVENTS[api](model, request_id, conn.prompt_tokens)
         stream = _Stream(conn, profile, events, n_tokens, t_request)
         conn.stream = stream
         conn.start_chunked(events.head())
@@ -584,8 +591,6 @@ class SimulatorServer:
 
 
 def _prompt_tokens(req: dict[str, Any]) -> int:
-    from probes.engine import tokens  # the same o200k count the engine uses
-
     texts = []
     for m in req.get("messages") or req.get("input") or []:
         content = m.get("content") if isinstance(m, dict) else None

@@ -63,8 +63,9 @@ def main() -> None:
     from django.db import connection
     from django.test import Client
 
-    from dashboard import queries, snapshots
+    from dashboard import snapshots
     from dashboard.models import SnapshotBuild
+    from dashboard.queries import aggregates
     from probes.models import CanonicalModel, Endpoint, ProbeRun, Workload
 
     _create_database(args.host, args.db)
@@ -133,7 +134,7 @@ def main() -> None:
         headers = {"HX-Request": "true"} if "htmx" in name else {}
         status = client.get(url, headers=headers).status_code
         request = partial(client.get, url, headers=headers)
-        cold = _times(request, args.repeat, queries.clear_memo)
+        cold = _times(request, args.repeat, aggregates.clear_memo)
         warm = _times(request, args.repeat)
         slow = "" if name.startswith("baseline") or statistics.median(cold) <= 150 else "  > 150"
         print(

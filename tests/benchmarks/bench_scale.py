@@ -99,7 +99,7 @@ SELECT date_trunc('day', started_at, 'UTC') AS day, count(*),
 def bench_queries() -> None:
     from django.db import connection
 
-    from dashboard import queries, snapshots
+    from dashboard import snapshots
     from dashboard.models import SnapshotBuild
     from probes.models import ProbeRun, Workload
 
@@ -124,26 +124,29 @@ def bench_queries() -> None:
     # keeps (what a page reads the rest of the time).
     SnapshotBuild.objects.all().delete()
     print("\n  From rollups (no window snapshot), cold: memo cleared before each call")
-    _bench_leaderboard_and_series(queries, workload, now, raw=True)
+    _bench_leaderboard_and_series(workload, now, raw=True)
     print("\n  Window snapshots, built as the maintenance task builds them:")
     for window in snapshots.windows(now):
         t0 = time.perf_counter()
         rows = snapshots.build(window, now)
         print(f"    {window:>4}: {rows} rows in {(time.perf_counter() - t0) * 1000:6.0f} ms")
     print("\n  From window snapshots, cold: memo cleared before each call")
-    _bench_leaderboard_and_series(queries, workload, now, raw=False)
+    _bench_leaderboard_and_series(workload, now, raw=False)
 
 
-def _bench_leaderboard_and_series(queries, workload, now, raw: bool) -> None:
+def _bench_leaderboard_and_series(workload, now, raw: bool) -> None:
     from django.db import connection
 
+    from dashboard.queries import aggregates, history
+    from dashboard.queries import filters as query_filters
+    from dashboard.queries import leaderboard as leaderboards
     from probes.models import Endpoint
 
     def leaderboard(window: str):
         def run():
-            queries._MEMO.clear()  # cold: no memoised rollups from the previous call
-            return queries.leaderboard(
-                queries.Filters(workload=workload.slug, window=window), now=now
+            aggregates._MEMO.clear()  # cold: no memoised rollups from the previous call
+            return leaderboards.leaderboard(
+                query_filters.Filters(workload=workload.slug, window=window), now=now
             )
 
         return run
@@ -151,7 +154,7 @@ def _bench_leaderboard_and_series(queries, workload, now, raw: bool) -> None:
     def raw_leaderboard(window: str):
         def run():
             with connection.cursor() as cursor:
-                start = now - queries.LEADERBOARD_WINDOWS[window]
+                start = now - aggregates.LEADERBOARD_WINDOWS[window]
                 cursor.execute(RAW_LEADERBOARD_SQL, [workload.pk, start, now])
                 return cursor.fetchall()
 
@@ -160,9 +163,9 @@ def _bench_leaderboard_and_series(queries, workload, now, raw: bool) -> None:
     def totals(window: str):
         # The leaderboard's figures alone (one aggregate per endpoint), no sparklines.
         def run():
-            queries._MEMO.clear()
-            start = now - queries.LEADERBOARD_WINDOWS[window]
-            return queries.collect(queries._scope(None, workload), start, now)
+            aggregates._MEMO.clear()
+            start = now - aggregates.LEADERBOARD_WINDOWS[window]
+            return aggregates.collect(aggregates.scope_of(None, workload), start, now)
 
         return run
 
@@ -173,17 +176,17 @@ def _bench_leaderboard_and_series(queries, workload, now, raw: bool) -> None:
         row(f"leaderboard {window} figures", rollup_ms, raw_ms, 100, source)
         rollup_ms, board = timed(leaderboard(window))
         row(f"  whole page query ({len(board.rows)} rows)", rollup_ms, None, 100, source)
-        queries._MEMO.clear()
+        aggregates._MEMO.clear()
         board = leaderboard(window)()
-        warm_ms, _ = timed(lambda w=window: queries.leaderboard(
-            queries.Filters(workload=workload.slug, window=w), now=now))  # fmt: skip
+        warm_ms, _ = timed(lambda w=window: leaderboards.leaderboard(
+            query_filters.Filters(workload=workload.slug, window=w), now=now))  # fmt: skip
         print(f"  {'':28} (warm, rollup reads memoised: {warm_ms:.1f} ms)")
 
     endpoint = Endpoint.objects.filter(probes__workload=workload).first()
 
     def series():
-        queries._MEMO.clear()
-        return queries.history([endpoint], window="90d", workload=workload, now=now)
+        aggregates._MEMO.clear()
+        return history.history([endpoint], window="90d", workload=workload, now=now)
 
     def raw_series():
         with connection.cursor() as cursor:

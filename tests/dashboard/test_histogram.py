@@ -5,7 +5,7 @@ import random
 import pytest
 
 from dashboard import histogram
-from dashboard.queries import Agg
+from dashboard.queries.aggregates import Agg
 
 # The most a percentile read from a bucket can be off by (DDSketch's alpha).
 HALF_BUCKET = histogram.RELATIVE_ERROR

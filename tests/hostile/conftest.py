@@ -1,7 +1,7 @@
 """A hostile provider against the whole path of a slot: engine, caps, back-off, recording.
 
 Real Postgres, real Redis (this session's DB, emptied for every test), and a raw-socket
-HTTP server whose answers each test scripts (tests/engine/hostile.py).
+HTTP server whose answers each test scripts (tests/probes/engine/hostile.py).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import pytest
 
 from probes.engine import tokens
 from probes.models import CanonicalModel, Endpoint, Price, Probe, Provider, Workload
-from tests.engine.hostile import HostileServer
-from tests.scheduling.conftest import clean_redis  # noqa: F401 (autouse: this Redis DB, emptied)
+from tests.probes.conftest import clean_redis  # noqa: F401 (autouse: this Redis DB, emptied)
+from tests.probes.engine.hostile import HostileServer
 
 
 @pytest.fixture(scope="session")

@@ -29,7 +29,7 @@ from dashboard.web.api import run_as_dict
 from probes import runner
 from probes.engine import STATUSES, sanitize
 from probes.models import ProbeRun, Provider
-from tests.engine import hostile
+from tests.probes.engine import hostile
 
 pytestmark = pytest.mark.django_db
 

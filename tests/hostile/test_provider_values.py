@@ -19,7 +19,7 @@ from django.db import connection
 from probes import recording, runner
 from probes.engine import RunResult, sanitize
 from probes.models import ProbeRun, Provider
-from tests.engine import hostile
+from tests.probes.engine import hostile
 
 pytestmark = pytest.mark.django_db
 

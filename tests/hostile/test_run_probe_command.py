@@ -16,7 +16,7 @@ from django.core.management import CommandError, call_command
 
 from probes import concurrency
 from probes.models import ProbeRun
-from tests.engine import hostile
+from tests.probes.engine import hostile
 
 pytestmark = pytest.mark.django_db
 ROOT = Path(__file__).resolve().parents[2]

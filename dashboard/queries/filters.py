@@ -1,0 +1,158 @@
+"""Filters: what a page or API call asks for, validated (BadFilter says what is accepted)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.conf import settings
+from django.db.models import Count
+
+from dashboard.definitions import METRICS
+from dashboard.queries.aggregates import (
+    ALL,
+    DEFAULT_HISTORY_WINDOW,
+    DEFAULT_WINDOW,
+    HISTORY_WINDOWS,
+    LEADERBOARD_WINDOWS,
+)
+from probes.engine.contract import STATUSES
+from probes.models import CanonicalModel, Probe, Workload
+
+SORT_KEYS = (
+    "output_tps",
+    "ttft_ms",
+    "ttfat_ms",
+    "e2e_ms",
+    "blended_price",
+    "success_rate",
+    "samples",
+    "last_run",
+    "provider",
+    "model",
+)
+
+
+STATUS_NAMES = STATUSES
+
+
+class BadFilter(ValueError):
+    """A filter value we do not know; the message says which values are accepted."""
+
+
+@dataclass(frozen=True)
+class Filters:
+    model: str = ALL
+    workload: str = ""
+    window: str = DEFAULT_WINDOW
+    region: str = ALL
+    sort: str = "-output_tps"
+
+    @property
+    def sort_key(self) -> str:
+        return self.sort.lstrip("-")
+
+    @property
+    def descending(self) -> bool:
+        return self.sort.startswith("-")
+
+    def as_params(self, **changes: str) -> dict[str, str]:
+        values = {
+            "model": self.model,
+            "workload": self.workload,
+            "window": self.window,
+            "region": self.region,
+            "sort": self.sort,
+        }
+        values.update(changes)
+        return values
+
+    def sort_param_for(self, key: str) -> str:
+        """The sort value a header link sets: flips direction when already sorted by it."""
+        if self.sort_key == key:
+            return key if self.descending else f"-{key}"
+        metric = METRICS.get(key)
+        return f"-{key}" if metric and metric.better == "higher" else key
+
+
+def one_of(name: str, value: str, allowed: Iterable[str]) -> str:
+    allowed = list(allowed)
+    if value not in allowed:
+        shown = ", ".join(allowed) if allowed else "(none configured yet)"
+        raise BadFilter(f"Unknown {name} {value!r}. Use one of: {shown}.")
+    return value
+
+
+def regions() -> list[str]:
+    """Regions probes run from. Read from Probe, not from runs or rollups: a DISTINCT
+    over millions of rows on every page view would cost more than the page."""
+    return list(Probe.objects.values_list("region", flat=True).distinct().order_by("region"))
+
+
+def default_workload() -> str:
+    """The home page's workload: settings.DEFAULT_WORKLOAD (chat-1k out of the box).
+
+    A setting, not "what most probes run": adding a few probes of another workload must
+    not switch the board to it. Only when that workload does not exist here does the
+    one most probes run stand in.
+    """
+    if Workload.objects.filter(slug=settings.DEFAULT_WORKLOAD).exists():
+        return settings.DEFAULT_WORKLOAD
+    slug = (
+        Workload.objects.annotate(n=Count("probes"))
+        .order_by("-n", "slug")
+        .values_list("slug", flat=True)
+        .first()
+    )
+    return slug or ""
+
+
+def parse_filters(params: Mapping[str, str], windows: Mapping[str, timedelta] | None = None):
+    """Validated leaderboard filters from query parameters; BadFilter on unknown values."""
+    windows = windows or LEADERBOARD_WINDOWS
+    model = params.get("model") or ALL
+    if model != ALL:
+        one_of("model", model, [ALL, *CanonicalModel.objects.values_list("slug", flat=True)])
+    workload = params.get("workload") or default_workload()
+    if workload:
+        one_of("workload", workload, Workload.objects.values_list("slug", flat=True))
+    window = one_of("window", params.get("window") or DEFAULT_WINDOW, windows)
+    region = params.get("region") or ALL
+    if region != ALL:
+        one_of("region", region, [ALL, *regions()])
+    sort = params.get("sort") or "-output_tps"
+    one_of("sort", sort.lstrip("-"), SORT_KEYS)
+    return Filters(model=model, workload=workload, window=window, region=region, sort=sort)
+
+
+@dataclass(frozen=True)
+class HistoryFilters:
+    window: str = DEFAULT_HISTORY_WINDOW
+    workload: Workload | None = None
+    region: str = ALL
+
+    def as_params(self) -> dict[str, str]:
+        return {
+            "window": self.window,
+            "workload": self.workload.slug if self.workload else ALL,
+            "region": self.region,
+        }
+
+
+def parse_history_filters(params: Mapping[str, str]) -> HistoryFilters:
+    """Window (up to 90 days), workload and region; BadFilter on unknown values.
+
+    No workload parameter means the leaderboard's default workload, so a page reached
+    from the board shows the same series; `workload=all` pools them all.
+    """
+    window = one_of("window", params.get("window") or DEFAULT_HISTORY_WINDOW, HISTORY_WINDOWS)
+    slug = params.get("workload") or (ALL if "workload" in params else default_workload())
+    workload = None
+    if slug and slug != ALL:
+        one_of("workload", slug, Workload.objects.values_list("slug", flat=True))
+        workload = Workload.objects.get(slug=slug)
+    region = params.get("region") or ALL
+    if region != ALL:
+        one_of("region", region, [ALL, *regions()])
+    return HistoryFilters(window=window, workload=workload, region=region)

@@ -1,0 +1,349 @@
+"""The leaderboard: one row per endpoint for a window, with claims, prices and a speed
+sparkline, sorted as asked."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from decimal import Decimal
+
+from django.db.models import Q
+from django.utils import timezone
+
+from dashboard.models import ROLLUP_METRICS, WindowSnapshot
+from dashboard.queries.aggregates import (
+    ALL,
+    HOUR,
+    LEADERBOARD_WINDOWS,
+    Agg,
+    GroupKey,
+    Plan,
+    Scope,
+    plan_window,
+    rollup_aggregates,
+    scope_of,
+    snapshot_aggregates,
+    snapshot_window,
+    with_raw_tail,
+)
+from dashboard.queries.filters import Filters
+from probes.models import Claim, Endpoint, Price, Probe, Workload
+
+
+@dataclass
+class ClaimVsMeasured:
+    metric: str
+    claim: Claim
+    measured: float | None
+
+    @property
+    def reference(self) -> float:
+        """The end of a claimed range most favourable to the vendor."""
+        if self.claim.value_high is None:
+            return self.claim.value
+        return self.claim.value_high if self.metric == "output_tps" else self.claim.value
+
+    @property
+    def share(self) -> float | None:
+        """Measured as a fraction of claimed."""
+        if self.measured is None or not self.reference:
+            return None
+        return self.measured / self.reference
+
+    def __str__(self) -> str:
+        measured = "—" if self.measured is None else f"{self.measured:,.0f}"
+        share = "" if self.share is None else f" · {self.share:.0%}".replace("%", " %")
+        return f"claimed {self.claim.display_value} · measured {measured}{share}"
+
+
+@dataclass
+class Point:
+    t: datetime
+    value: float | None
+
+
+@dataclass
+class Row:
+    endpoint: Endpoint
+    agg: Agg
+    blended_price: Decimal | None
+    claims: list[ClaimVsMeasured]
+    sparkline: list[Point]
+    # The workload cannot fit the endpoint's context: shown greyed, never measured.
+    not_applicable: bool = False
+
+    @property
+    def provider(self):
+        return self.endpoint.provider
+
+    @property
+    def model(self):
+        return self.endpoint.canonical_model
+
+    @property
+    def samples(self) -> int:
+        return self.agg.runs
+
+    @property
+    def success_rate(self) -> float | None:
+        return self.agg.success_rate
+
+    @property
+    def last_run(self) -> datetime | None:
+        return self.agg.last_run_at
+
+    def p(self, metric: str, q: int = 50) -> float | None:
+        return self.agg.percentile(metric, q)
+
+    @property
+    def output_tps(self) -> float | None:
+        return self.p("output_tps")
+
+    @property
+    def ttft_ms(self) -> float | None:
+        return self.p("ttft_ms")
+
+    @property
+    def ttfat_ms(self) -> float | None:
+        return self.p("ttfat_ms")
+
+    @property
+    def e2e_ms(self) -> float | None:
+        return self.p("e2e_ms")
+
+    def sort_value(self, key: str):
+        if key == "provider":
+            return self.endpoint.provider.name.lower()
+        if key == "model":
+            return self.endpoint.canonical_model.name.lower()
+        return getattr(self, key)
+
+    def as_dict(self) -> dict:
+        """The API shape: metric names from metrics.md with percentile suffixes."""
+        e = self.endpoint
+        data: dict = {
+            "endpoint_id": e.pk,
+            "provider": e.provider.slug,
+            "provider_name": e.provider.name,
+            "simulated": e.provider.simulated,
+            "model": e.canonical_model.slug,
+            "model_name": e.canonical_model.name,
+            "model_id": e.model_id,
+            "not_applicable": self.not_applicable,
+        }
+        for metric in ROLLUP_METRICS:
+            for q, value in self.agg.percentiles(metric).items():
+                data[f"{metric}_p{q}"] = _round(value)
+        data["blended_price_per_m"] = (
+            None if self.blended_price is None else float(round(self.blended_price, 4))
+        )
+        data["success_rate"] = _round(self.success_rate, 4)
+        data["samples"] = self.samples
+        data["ok_samples"] = self.agg.ok_runs
+        data["last_run_at"] = self.last_run.isoformat() if self.last_run else None
+        for c in self.claims:
+            data[f"claimed_{c.metric}"] = c.claim.value
+            data[f"claimed_{c.metric}_high"] = c.claim.value_high
+        return data
+
+
+def _round(value: float | None, digits: int = 2) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def current_prices(endpoint_ids: Iterable[int], today=None) -> dict[int, Price]:
+    """The price in force today per endpoint, in one query."""
+    today = today or timezone.now().date()
+    prices = (
+        Price.objects.filter(endpoint_id__in=list(endpoint_ids), effective_from__lte=today)
+        .order_by("endpoint_id", "-effective_from")
+        .distinct("endpoint_id")
+    )
+    return {p.endpoint_id: p for p in prices}
+
+
+def claims_for(endpoints: list[Endpoint]) -> dict[int, list[Claim]]:
+    """Claims covering each endpoint: named for it, or for its provider and model."""
+    if not endpoints:
+        return {}
+    # A superset in one simple query (an OR per endpoint makes a slow query to build),
+    # narrowed by Claim.covers.
+    candidates = list(
+        Claim.objects.filter(
+            Q(endpoint_id__in=[e.pk for e in endpoints])
+            | Q(
+                endpoint=None,
+                provider_id__in={e.provider_id for e in endpoints},
+                canonical_model_id__in={e.canonical_model_id for e in endpoints},
+            )
+        )
+    )
+    return {e.pk: [c for c in candidates if c.covers(e)] for e in endpoints}
+
+
+def best_claims(claims: list[Claim], agg: Agg) -> list[ClaimVsMeasured]:
+    """One claim per metric, the newest (published_on, then id), beside our median."""
+    chosen: dict[str, Claim] = {}
+    for c in sorted(claims, key=lambda c: (c.endpoint_id is not None, c.published_on or 0, c.pk)):
+        chosen[c.metric] = c
+    return [
+        ClaimVsMeasured(metric, claim, agg.percentile(metric, 50))
+        for metric, claim in sorted(chosen.items())
+    ]
+
+
+@dataclass
+class Leaderboard:
+    filters: Filters
+    rows: list[Row]
+    start: datetime
+    now: datetime
+    workload: Workload | None
+
+    @property
+    def has_data(self) -> bool:
+        return any(r.samples for r in self.rows)
+
+
+def leaderboard(filters: Filters, now: datetime | None = None) -> Leaderboard:
+    now = now or timezone.now()
+    start = now - LEADERBOARD_WINDOWS[filters.window]
+    workload = Workload.objects.filter(slug=filters.workload).first() if filters.workload else None
+    if workload is None:
+        return Leaderboard(filters, [], start, now, None)
+    model_endpoints = None
+    if filters.model != ALL:
+        model_endpoints = list(
+            Endpoint.objects.filter(canonical_model__slug=filters.model).values_list(
+                "pk", flat=True
+            )
+        )
+
+    scope = scope_of(model_endpoints, workload, filters.region)
+    figures = window_figures(filters.window, scope, filters.region, now)
+
+    # The board is what is probed now: endpoints with an active probe for this workload,
+    # silent ones included (an empty row says "probed, no data", which is news in
+    # itself). A series whose probe was disabled or deleted leaves the board: its
+    # history stays on the endpoint and model pages. Catalog endpoints of providers
+    # without a key (disabled) are left out too.
+    probed = Probe.objects.active().filter(workload=workload)
+    # Endpoints whose context cannot hold the workload: one greyed "not applicable" row.
+    too_small = Endpoint.objects.filter(enabled=True, provider__enabled=True).too_small_for(
+        workload
+    )
+    if model_endpoints is not None:
+        probed = probed.filter(endpoint_id__in=model_endpoints)
+        too_small = too_small.filter(pk__in=model_endpoints)
+    if filters.region != ALL:
+        probed = probed.filter(region=filters.region)
+    not_applicable = set(too_small.values_list("pk", flat=True))
+    shown_ids = set(probed.values_list("endpoint_id", flat=True)) | not_applicable
+    # Only the endpoints shown: a catalog may hold many more than one workload probes.
+    shown = list(
+        Endpoint.objects.select_related("provider", "canonical_model").filter(pk__in=shown_ids)
+    )
+    prices = current_prices(shown_ids, now.date())
+    claims = claims_for(shown)
+    rows = []
+    for e in shown:
+        if e.pk in not_applicable:
+            continue
+        agg = figures.totals.get(e.pk, Agg())
+        rows.append(
+            Row(
+                endpoint=e,
+                agg=agg,
+                blended_price=prices[e.pk].blended_per_m if e.pk in prices else None,
+                claims=best_claims(claims.get(e.pk, []), agg),
+                sparkline=figures.sparklines.get(e.pk, []),
+            )
+        )
+    rows = sort_rows(rows, filters.sort_key, filters.descending)
+    greyed = [
+        Row(e, Agg(), None, [], [], not_applicable=True) for e in shown if e.pk in not_applicable
+    ]
+    rows += sorted(greyed, key=lambda r: r.sort_value("provider"))
+    return Leaderboard(filters, rows, start, now, workload)
+
+
+def sort_rows(rows: list[Row], key: str, descending: bool) -> list[Row]:
+    """Sorted by `key`; rows without a value always last, whatever the direction."""
+    with_value = [r for r in rows if r.sort_value(key) is not None]
+    without = [r for r in rows if r.sort_value(key) is None]
+    with_value.sort(key=lambda r: r.sort_value(key), reverse=descending)
+    without.sort(key=lambda r: r.sort_value("provider"))
+    return with_value + without
+
+
+def sparkline_bucket(window: str) -> str:
+    """Even buckets so sparklines read evenly: hours up to three days, days beyond."""
+    return "hour" if LEADERBOARD_WINDOWS[window] <= 72 * HOUR else "day"
+
+
+@dataclass
+class WindowFigures:
+    """A leaderboard window's figures per endpoint and its per-bucket speed sparklines."""
+
+    totals: dict[int, Agg]
+    sparklines: dict[int, list[Point]]
+
+
+def window_figures(window: str, scope: Scope, region: str, now: datetime) -> WindowFigures:
+    """Figures and sparklines per endpoint, grouped over regions unless one is chosen.
+
+    The rolled-up part comes from the window's snapshot when one matches (one row per
+    series), else from rollups; the raw tail is read once, per sparkline bucket, and
+    serves both the totals and the sparklines.
+    """
+    start = now - LEADERBOARD_WINDOWS[window]
+    bucket = sparkline_bucket(window)
+    fields = ("endpoint_id",)
+    plan = plan_window(start, now)
+    tail = with_raw_tail({}, scope, plan.raw_from, now, fields, bucket, ROLLUP_METRICS)
+
+    base = snapshot_aggregates(scope, plan, fields, ROLLUP_METRICS)
+    if base is None:
+        base = rollup_aggregates(scope, plan, fields, "none", ROLLUP_METRICS)
+        spark_plan = plan_window(start, now, use_days=bucket != "hour")
+        spark_base = rollup_aggregates(scope, spark_plan, fields, bucket, ("output_tps",))
+        finished: dict[int, list[Point]] = {}
+    else:
+        finished, spark_base = _snapshot_sparklines(scope, plan, region)
+
+    totals = {key[0]: agg for (key, _), agg in base.items()}
+    buckets = dict(spark_base)
+    for key, agg in tail.items():
+        (endpoint_id,), _ = key
+        totals.setdefault(endpoint_id, Agg()).merge(agg)
+        buckets.setdefault(key, Agg()).merge(agg)
+    spark = {endpoint_id: list(points) for endpoint_id, points in finished.items()}
+    for ((endpoint_id,), when), agg in sorted(buckets.items(), key=lambda kv: kv[0][1]):
+        spark.setdefault(endpoint_id, []).append(Point(when, agg.percentile("output_tps", 50)))
+    return WindowFigures(totals, spark)
+
+
+def _snapshot_sparklines(
+    scope: Scope, plan: Plan, region: str
+) -> tuple[dict[int, list[Point]], dict[tuple[GroupKey, datetime | None], Agg]]:
+    """Sparkline points of finished buckets, and the speed histogram of the bucket still
+    filling (today, for daily points) to merge with the raw tail, from the snapshot."""
+    window = snapshot_window(plan)
+    rows = WindowSnapshot.objects.filter(
+        scope & Q(region=WindowSnapshot.ALL_REGIONS) if region == ALL else scope,
+        window=window,
+    ).values_list("endpoint_id", "spark_points", "spark_open")
+    finished: dict[int, list[Point]] = {}
+    open_buckets: dict[tuple[GroupKey, datetime | None], Agg] = {}
+    for endpoint_id, points, open_bucket in rows:
+        finished[endpoint_id] = [Point(_from_epoch(t), value) for t, value in points]
+        if open_bucket:
+            agg = Agg()
+            agg.add_hist("output_tps", open_bucket[1])
+            open_buckets[((endpoint_id,), _from_epoch(open_bucket[0]))] = agg
+    return finished, open_buckets
+
+
+def _from_epoch(seconds: float) -> datetime:
+    return datetime.fromtimestamp(seconds, UTC)

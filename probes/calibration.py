@@ -1,0 +1,112 @@
+"""How fast can this process ingest a stream accurately? (the machine's own ceiling)
+
+Two runs against a local simulator in a child process (so it does not steal our CPU):
+a flood (events sent as fast as the socket takes them) gives the most events per second
+this process can parse; a paced run at a safe fraction of that checks the error there.
+Results that approach the ceiling can then be flagged instead of trusted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import platform
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from probes.engine import METHODOLOGY_VERSION, Limits, ProbeRequest, measure_sync
+from probes.simulator import start_in_process
+
+# Measured (README, Benchmarks): keep a process's total event rate under ~45 % of its flood
+# capacity to stay accurate.
+SAFE_FRACTION = 0.45
+
+
+@dataclass
+class Calibration:
+    flood_events_per_s: float  # most output events/s one stream is parsed at
+    cpu_us_per_event: float  # process CPU per event during the flood run (all included)
+    accurate_events_per_s: float  # SAFE_FRACTION of the flood rate, for all streams together
+    accurate_tok_s: float  # the same at one token per event
+    verified_tps_error_pct: float | None  # measured vs true rate at accurate_events_per_s
+    verified_ttft_error_ms: float | None
+    duration_s: float
+    python: str
+    machine: str
+    methodology_version: int = METHODOLOGY_VERSION
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def _true_rate(result: Any) -> tuple[float | None, float | None]:
+    """(true tok/s, true TTFT ms) from the simulator's x_simulator report."""
+    sim = (result.usage or {}).get("x_simulator") if result.usage else None
+    if sim is None or result.t0_ns is None:
+        return None, None
+    span = (sim["t_last_ns"] - sim["t_first_ns"]) / 1e9
+    tps = (sim["output_tokens"] - sim["first_event_tokens"]) / span if span > 0 else None
+    return tps, (sim["t_first_ns"] - result.t0_ns) / 1e6
+
+
+def calibrate(duration_s: float = 6.0, base_url: str | None = None) -> Calibration:
+    """Measure this process's ceiling against a local simulator (about ``duration_s``)."""
+    sim = None
+    if base_url is None:
+        sim = start_in_process()
+        base_url = sim.base_url
+    try:
+        limits = Limits(total_s=max(60.0, duration_s * 4))
+        flood_events = int(max(20_000, 40_000 * duration_s / 2))
+        cpu0 = time.process_time()
+        flood = measure_sync(
+            ProbeRequest(
+                api="openai-chat",
+                base_url=base_url,
+                model="calibrate@tps=0,ttft=0,k=1",
+                max_tokens=flood_events,
+                limits=limits,
+            )
+        )
+        cpu = time.process_time() - cpu0
+        span_ms = flood.timeline["t_us"] if flood.timeline else []
+        out = (
+            [t for t, c in zip(span_ms, flood.timeline["ch"], strict=False) if c == "a"]
+            if flood.timeline
+            else []
+        )
+        if flood.status != "ok" or len(out) < 2:
+            raise RuntimeError(f"calibration flood run failed: {flood.status} {flood.error}")
+        flood_rate = (len(out) - 1) / ((out[-1] - out[0]) / 1e6)
+        safe = flood_rate * SAFE_FRACTION
+        paced_tokens = int(max(1000, safe * duration_s / 2))
+        paced = measure_sync(
+            ProbeRequest(
+                api="openai-chat",
+                base_url=base_url,
+                model=f"calibrate@tps={safe:.0f},ttft=50,k=1",
+                max_tokens=paced_tokens,
+                limits=limits,
+            )
+        )
+        true_tps, true_ttft = _true_rate(paced)
+        tps_err = ttft_err = None
+        if paced.status == "ok" and true_tps and paced.output_tps:
+            tps_err = round((paced.output_tps / true_tps - 1) * 100, 3)
+        if paced.ttft_ms is not None and true_ttft is not None:
+            ttft_err = round(paced.ttft_ms - true_ttft, 3)
+        return Calibration(
+            flood_events_per_s=round(flood_rate, 1),
+            cpu_us_per_event=round(cpu / len(out) * 1e6, 2),
+            accurate_events_per_s=round(safe, 1),
+            accurate_tok_s=round(safe, 1),
+            verified_tps_error_pct=tps_err,
+            verified_ttft_error_ms=ttft_err,
+            duration_s=duration_s,
+            python=sys.version.split()[0],
+            machine=f"{platform.system()} {platform.machine()}",
+        )
+    finally:
+        if sim is not None:
+            sim.stop()

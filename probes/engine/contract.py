@@ -1,0 +1,290 @@
+"""The measurement contract (the methodology, /methodology/), each fact written once.
+
+Run statuses, every per-run field the engine records (with its unit, which way is
+better, and its definition), which metrics rollups keep as histograms, the rule that
+says whether a run counts for speed, and the methodology version. The model choices,
+the rollup SQL, the API fields and CSV columns, the methodology page, the alert metrics
+and the Prometheus names are all derived from here (tests/test_contract.py checks
+that nothing is left out).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Bump on any change to a definition of /methodology/ or to how we apply it.
+METHODOLOGY_VERSION = 1
+
+# Runs with fewer output tokens keep their TTFT but are flagged short_output and left
+# out of speed statistics. The deployment may set its own (setting MIN_SPEED_TOKENS).
+MIN_SPEED_TOKENS = 50
+
+
+def counts_for_speed(output_tokens: int | None, min_tokens: int = MIN_SPEED_TOKENS) -> bool:
+    """Is a run long enough for its speed to rank? (Its latencies always count.)"""
+    return output_tokens is not None and output_tokens >= min_tokens
+
+
+# -- statuses ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Status:
+    name: str
+    label: str  # short, for choices and tables
+    meaning: str  # for the methodology page and the API description
+    retryable: bool = False  # transient by nature: worth retrying later with backoff
+
+
+_STATUSES = (
+    Status("ok", "ok", "Completed with output."),
+    Status("auth_error", "auth error (401/403)", "401/403: the key was refused."),
+    Status("not_found", "not found (404)", "404: the model is gone or misnamed."),
+    Status(
+        "rate_limited",
+        "rate limited (429)",
+        "429, with retry_after_s when the provider sends one.",
+        retryable=True,
+    ),
+    Status("http_error", "other HTTP 4xx", "Another 4xx answer."),
+    Status("server_error", "server error (5xx)", "5xx answer.", retryable=True),
+    Status(
+        "timeout_connect",
+        "connect timeout",
+        "No connection within the connect timeout.",
+        retryable=True,
+    ),
+    Status(
+        "timeout_first_token",
+        "first-token timeout",
+        "Connected, but no output event within the first-token timeout.",
+        retryable=True,
+    ),
+    Status(
+        "timeout_stall",
+        "stalled",
+        "No event for longer than the stall limit mid-stream.",
+        retryable=True,
+    ),
+    Status(
+        "timeout_total",
+        "total timeout",
+        "The whole request exceeded the total timeout.",
+        retryable=True,
+    ),
+    Status(
+        "stream_error", "error in stream", "An error event inside a 200 stream.", retryable=True
+    ),
+    Status("protocol_error", "protocol error", "Malformed SSE or JSON."),
+    Status(
+        "truncated",
+        "truncated",
+        "The stream ended without its completion marker.",
+        retryable=True,
+    ),
+    Status("empty", "empty", "Completed with no output."),
+    Status("network_error", "network error", "Refused, reset, or DNS failure.", retryable=True),
+)
+
+STATUS_INFO: dict[str, Status] = {s.name: s for s in _STATUSES}
+STATUSES: tuple[str, ...] = tuple(STATUS_INFO)
+RETRYABLE_STATUSES = frozenset(s.name for s in _STATUSES if s.retryable)
+STATUS_CHOICES: list[tuple[str, str]] = [(s.name, s.label) for s in _STATUSES]
+STATUS_MEANINGS: dict[str, str] = {s.name: s.meaning for s in _STATUSES}
+
+
+# -- per-run fields ---------------------------------------------------------------------------
+
+NUMBER, TEXT, FLAG, JSON = "number", "text", "flag", "json"
+
+
+@dataclass(frozen=True)
+class RunField:
+    """One field of a measured run, under the same name in RunResult, ProbeRun and the API."""
+
+    name: str
+    unit: str  # "ms", "tokens/s", "tokens", "USD", "" for facts without a unit
+    better: str | None  # "higher", "lower", or None where neither way is better
+    definition: str
+    kind: str = NUMBER  # how it is stored: NUMBER (null when absent), TEXT (blank), FLAG
+    label: str = ""  # short column header, for the metrics pages show
+    title: str = ""  # the full name, where a choice list needs one
+    speed: bool = False  # a speed: only runs that count for speed enter its statistics
+
+
+_TTFT = (
+    "Time to first token: request start → first output event of any channel. "
+    "Reasoning counts, as in Artificial Analysis' definition. Measured on a warm "
+    "connection unless the run is marked cold_connection."
+)
+
+# What a run measured, in the order run pages and the API show them.
+_MEASURED = (
+    RunField("ttfb_ms", "ms", "lower", "Request start → response headers received."),
+    RunField("ttft_ms", "ms", "lower", _TTFT, label="TTFT", title="Time to first token"),
+    RunField(
+        "ttfat_ms",
+        "ms",
+        "lower",
+        "Time to first answer token: request start → first answer event (text or tool "
+        "call), after any reasoning. Empty when no answer arrived.",
+        label="First answer",
+        title="Time to first answer token",
+    ),
+    RunField(
+        "e2e_ms",
+        "ms",
+        "lower",
+        "Request start → end of stream (completion marker read, or connection closed): "
+        "what a user waiting for the whole answer waits.",
+        label="End-to-end",
+        title="End-to-end time",
+    ),
+    RunField(
+        "connect_ms",
+        "ms",
+        "lower",
+        "DNS, TCP and TLS setup, timed separately; empty on a reused connection.",
+    ),
+    RunField(
+        "output_tokens",
+        "tokens",
+        None,
+        "Tokens generated, reasoning included: the provider's usage figure when reported "
+        "(last value), else our own o200k count.",
+    ),
+    RunField("token_source", "", None, "usage (the provider's count) or o200k (our count).", TEXT),
+    RunField(
+        "output_tokens_o200k",
+        "tokens",
+        None,
+        "Our count of all received output text with the o200k_base encoding, comparable "
+        "across tokenizers; empty where output is hidden.",
+    ),
+    RunField(
+        "output_tps",
+        "tokens/s",
+        "higher",
+        "Output tokens per second after the first token: (output_tokens − tokens of the "
+        "first output event) / (time of last output event − time of first). Excludes "
+        "TTFT. Runs with fewer than MIN_SPEED_TOKENS output tokens are flagged "
+        "short_output and left out of speed rankings.",
+        label="Output speed",
+        title="Output speed",
+        speed=True,
+    ),
+    RunField(
+        "output_tps_o200k",
+        "tokens/s",
+        "higher",
+        "Output speed computed with output_tokens_o200k.",
+        speed=True,
+    ),
+    RunField("e2e_tps", "tokens/s", "higher", "output_tokens / end-to-end time."),
+    RunField(
+        "itl_ms_p50",
+        "ms",
+        "lower",
+        "Median gap between consecutive output events (chunk-level ITL).",
+    ),
+    RunField("itl_ms_p95", "ms", "lower", "95th percentile gap between consecutive output events."),
+    RunField(
+        "itl_ms_p99",
+        "ms",
+        "lower",
+        "99th percentile gap: read as stalls, dominated by VM wake-ups at speed.",
+    ),
+    RunField("itl_ms_max", "ms", "lower", "Longest gap between consecutive output events."),
+    RunField(
+        "tpot_ms",
+        "ms",
+        "lower",
+        "(time of last output − time of first output) / (output_tokens − 1).",
+    ),
+    RunField(
+        "output_events",
+        "events",
+        None,
+        "Streamed chunks carrying output (answer, reasoning or tool call).",
+    ),
+    RunField(
+        "tokens_per_event",
+        "tokens",
+        None,
+        "output_tokens / output_events: shows server-side batching.",
+    ),
+    RunField(
+        "reasoning_tokens", "tokens", None, "From the provider's usage details, when reported."
+    ),
+    RunField("input_tokens", "tokens", None, "From usage."),
+    RunField("cached_input_tokens", "tokens", None, "From usage."),
+    RunField("finish_reason", "", None, "As reported by the provider.", TEXT),
+    RunField(
+        "cost_usd",
+        "USD",
+        "lower",
+        "(input − cached) × input price + cached × cached price + output × output price, "
+        "per million, with the prices in force at the run's time.",
+    ),
+    RunField(
+        "provider_cost_usd", "USD", "lower", "The cost the provider itself reported, when it does."
+    ),
+    RunField("server_queue_ms", "ms", "lower", "Provider-reported queue time."),
+    RunField("server_prefill_ms", "ms", "lower", "Provider-reported prompt processing time."),
+    RunField("server_decode_ms", "ms", "lower", "Provider-reported generation time."),
+    RunField("server_total_ms", "ms", "lower", "Provider-reported total time."),
+    RunField("server_output_tps", "tokens/s", "higher", "Provider-reported output speed."),
+)
+
+# How a run ended, shown before what it measured.
+_OUTCOME = (
+    RunField("status", "", None, "How the run ended: one of the statuses below.", TEXT),
+    RunField("http_status", "", None, "The HTTP status of the answer."),
+    RunField("error", "", None, "What went wrong, short and human-readable.", TEXT),
+    RunField("retry_after_s", "s", None, "How long the provider asked us to wait (429 or 503)."),
+    RunField(
+        "cold_connection",
+        "",
+        None,
+        "The run opened a new connection (TCP and TLS setup inside its TTFT).",
+        FLAG,
+    ),
+    RunField(
+        "short_output",
+        "",
+        None,
+        "Fewer than MIN_SPEED_TOKENS output tokens: left out of speed statistics.",
+        FLAG,
+    ),
+    RunField(
+        "read_path",
+        "",
+        None,
+        "How the body was read: transport (the lean path, the connection's transport "
+        "taken over: timestamps as bytes arrive) or aiter_raw (httpx's own iterator, "
+        "the fallback when httpx internals are not as expected; slower per event). "
+        "Empty when no stream was read.",
+        TEXT,
+    ),
+)
+
+# Kept with the run for inspection, not shown as columns.
+_RAW = (
+    RunField("usage", "", None, "The provider's usage object, last value.", JSON),
+    RunField("server_timing", "", None, "Server timing as reported, keyed by source.", JSON),
+    RunField(
+        "timeline", "", None, "The chunk timeline: offsets (µs), channels, token counts.", JSON
+    ),
+)
+
+RUN_FIELDS: dict[str, RunField] = {f.name: f for f in _MEASURED}
+OUTCOME_FIELDS: dict[str, RunField] = {f.name: f for f in _OUTCOME}
+RAW_FIELDS: dict[str, RunField] = {f.name: f for f in _RAW}
+# Everything the engine records per run (plus methodology_version).
+ALL_RUN_FIELDS: dict[str, RunField] = {**OUTCOME_FIELDS, **RUN_FIELDS, **RAW_FIELDS}
+
+# The metrics rollups keep as mergeable histograms per bucket: what leaderboards,
+# history charts, /metrics and alerts aggregate.
+ROLLUP_METRICS: tuple[str, ...] = ("ttft_ms", "ttfat_ms", "output_tps", "e2e_ms")
+# Of those, the speeds: only runs that count for speed (not short_output) enter them.
+SPEED_METRICS: tuple[str, ...] = tuple(m for m in ROLLUP_METRICS if RUN_FIELDS[m].speed)

@@ -1,0 +1,215 @@
+"""What each provider's stream means: output events, usage, server timing, errors.
+
+A dialect receives the SSE parser's events (``on_event``) and comments (``on_comment``)
+and records, per timeline entry, the read timestamp, a one-letter channel and the output
+text of that entry. Everything else (tokens, rates, percentiles) is computed after the
+stream by ``metrics.py``, so the per-event work here stays at one ``orjson.loads`` and a
+few dict lookups.
+
+Channels (metrics.md "output event"): ``a`` answer text, ``r`` reasoning text, ``t``
+tool-call delta, ``o`` anything else (role-only, empty strings, usage-only, pings,
+comments, errors), ``d`` the completion marker.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+_loads = orjson.loads
+_JSONError = orjson.JSONDecodeError
+
+if TYPE_CHECKING:
+    from probes.engine.request import ProbeRequest
+
+
+class StreamRecorder:
+    """Timeline and facts of one stream; each dialect's recorder fills it in."""
+
+    api = "base"
+
+    def __init__(self) -> None:
+        self.t: list[int] = []  # perf_counter_ns of the read that delivered each entry
+        self.ch: list[str] = []  # channel per entry
+        self.pieces: list[str | None] = []  # output text per entry (None if not output)
+        self.answer_parts: list[str] = []
+        self.reasoning_parts: list[str] = []
+        self.tool_parts: list[str] = []
+
+        self.n_events = 0  # dispatched SSE events (comments excluded)
+        self.comment_lines = 0
+        self.json_events = 0
+        self.ping_events = 0
+        self.usage_events = 0
+        self.event_types: set[str] = set()
+        self.first_output_index: int | None = None  # index among dispatched events
+        self.first_answer_index: int | None = None
+        self.first_output_t: int | None = None
+        self.last_output_t: int | None = None
+
+        self.finish_reason: str | None = None
+        self.usage: dict[str, Any] | None = None  # the provider's object, last value
+        self.server_timing: dict[str, Any] = {}
+        self.provider_extra: dict[str, Any] = {}
+        self.error: Any = None  # the provider's error object
+        self.error_index: int | None = None
+        self.error_t: int | None = None
+        self.protocol_error: str | None = None
+        self.done_seen = False  # completion marker ([DONE], message_stop, response.completed)
+        self.marker_t: int | None = None
+        self.finished = False  # stop reading: marker seen or the stream cannot continue
+        self.final_status: str | None = None
+
+    # -- helpers used by the dialects -------------------------------------------------
+
+    def on_comment(self, t: int) -> None:
+        self.comment_lines += 1
+        self.t.append(t)
+        self.ch.append("o")
+        self.pieces.append(None)
+
+    # Chunks that carried each kind of output: one part is kept per chunk.
+    @property
+    def content_chunks(self) -> int:
+        return len(self.answer_parts)
+
+    @property
+    def reasoning_chunks(self) -> int:
+        return len(self.reasoning_parts)
+
+    @property
+    def tool_chunks(self) -> int:
+        return len(self.tool_parts)
+
+    def _other(self, t: int) -> None:
+        self.t.append(t)
+        self.ch.append("o")
+        self.pieces.append(None)
+
+    def _output(self, t: int, idx: int, ch: str, piece: str) -> None:
+        self.t.append(t)
+        self.ch.append(ch)
+        self.pieces.append(piece)
+        if self.first_output_index is None:
+            self.first_output_index = idx
+            self.first_output_t = t
+        if ch != "r" and self.first_answer_index is None:
+            self.first_answer_index = idx
+        self.last_output_t = t
+
+    def _marker(self, t: int) -> None:
+        self.t.append(t)
+        self.ch.append("d")
+        self.pieces.append(None)
+        self.done_seen = True
+        self.marker_t = t
+        self.finished = True
+
+    def _fail_protocol(self, t: int, message: str) -> None:
+        self._other(t)
+        self.protocol_error = message
+        self.finished = True
+
+    def _set_error(self, err: Any, idx: int, t: int) -> None:
+        if self.error is None:
+            self.error = err
+            self.error_index = idx
+            self.error_t = t
+
+    def _parse(self, data: bytes, idx: int, t: int) -> dict[str, Any] | None:
+        try:
+            obj = _loads(data)
+        except _JSONError as exc:
+            self._fail_protocol(t, f"malformed JSON in SSE event {idx}: {exc}")
+            return None
+        if type(obj) is not dict:
+            self._fail_protocol(t, f"SSE event {idx} is JSON but not an object")
+            return None
+        self.json_events += 1
+        return obj
+
+    # -- what the client and metrics read afterwards ---------------------------------
+
+    def complete(self, incomplete_tail: bool) -> bool:
+        """Did the stream end as the protocol says a stream ends?
+
+        A completion marker is enough. Without one (TGI, some proxies), a finish_reason
+        followed by end of stream at an event boundary is a complete stream too.
+        """
+        if self.error is not None or self.protocol_error is not None:
+            return False
+        if self.done_seen:
+            return True
+        return self.finish_reason is not None and not incomplete_tail
+
+    def normalized_usage(self) -> dict[str, Any] | None:  # pragma: no cover - overridden
+        return None
+
+    def on_event(self, name: bytes | None, data: bytes, t: int) -> None:  # pragma: no cover
+        raise NotImplementedError
+
+
+def text_of(value: Any) -> str | None:
+    """A delta's text: a non-empty string, or the text parts of a list of parts."""
+    if type(value) is str:
+        return value or None
+    if isinstance(value, list):  # some servers stream content as [{type, text}]
+        joined = "".join(str_of(p.get("text")) for p in value if type(p) is dict)
+        return joined or None
+    return None
+
+
+def tool_text(calls: Any) -> str | None:
+    """Text of a tool-call delta (name + argument fragment), for token counting."""
+    if not isinstance(calls, list) or not calls:
+        return None
+    out = []
+    for call in calls:
+        fn = call.get("function") if isinstance(call, dict) else None
+        if isinstance(fn, dict):
+            out.append(str_of(fn.get("name")))
+            out.append(str_of(fn.get("arguments")))
+    return "".join(out) or None
+
+
+def str_of(value: Any) -> str:
+    return value if type(value) is str else ""
+
+
+def dict_of(value: Any) -> dict[str, Any]:
+    """A provider's object where one is expected; anything else reads as empty."""
+    return value if type(value) is dict else {}
+
+
+def int_or_none(value: Any) -> int | None:
+    return value if type(value) is int else None
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """One provider API: where to send a request, what it looks like, and how to read
+    the stream that comes back. One per file beside this one, listed in __init__.py."""
+
+    name: str  # the API-style key: ProbeRequest.api, Provider.api_style, measure --api
+    title: str  # for choice lists
+    path: str  # appended to the base URL, unless the base URL already ends with it
+    recorder: type[StreamRecorder]
+
+    def url(self, base_url: str) -> str:
+        base = base_url.rstrip("/")
+        return base if base.endswith(self.path) else base + self.path
+
+    def warmup_url(self, url: str) -> str:
+        """A cheap GET on the same host, to open the connection: the model list."""
+        return url.removesuffix(self.path) + "/models"
+
+    def headers(self, api_key: str | None) -> dict[str, str]:
+        headers = {"content-type": "application/json", "accept": "text/event-stream"}
+        if api_key:
+            headers["authorization"] = f"Bearer {api_key}"
+        return headers
+
+    def body(self, req: ProbeRequest) -> dict[str, Any]:  # pragma: no cover - per dialect
+        raise NotImplementedError

@@ -1,0 +1,20 @@
+"""The one way every process reaches Redis outside Celery (heartbeats, concurrency
+slots, the run spool, /status), below both apps so probes and dashboard share it."""
+
+from __future__ import annotations
+
+import redis
+from django.conf import settings
+
+
+def redis_client(url: str | None = None, timeout_s: float = 2.0) -> redis.Redis:
+    """A client for REDIS_URL, with short timeouts so a dead Redis fails fast.
+
+    Accepts Celery's `redis+socket:///path` spelling of a unix socket as well as redis-py's.
+    """
+    url = url or settings.REDIS_URL
+    if url.startswith("redis+socket://"):
+        url = "unix://" + url.removeprefix("redis+socket://")
+    return redis.Redis.from_url(
+        url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s, decode_responses=True
+    )

@@ -1,0 +1,125 @@
+"""/status says what is running and what is not, and never fails itself."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from dashboard.status.checks import QUEUE_WARN_DEPTH, check_beat
+from probes import heartbeat
+from probes.redis_client import redis_client
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def redis(settings):
+    client = redis_client()
+    yield client
+    for key in client.scan_iter(match=f"{heartbeat.PREFIX}:*"):
+        client.delete(key)
+    client.delete("_kombu.binding.ops-test", "ops-test.eu-west")
+    client.close()
+
+
+def states(response) -> dict[str, str]:
+    return {c["name"]: c["state"] for c in response.json()["checks"]}
+
+
+def test_it_reports_database_and_redis_up_but_no_worker_or_beat_yet(client, redis):
+    response = client.get("/status?format=json")
+    assert response.status_code == 503
+    assert states(response) == {
+        "database": "ok",
+        "redis": "ok",
+        "workers": "fail",
+        "beat": "fail",
+        "queues": "ok",
+        "slots": "ok",
+        "keys": "ok",
+        "read path": "ok",
+    }
+    assert response.json()["status"] == "fail"
+
+
+def test_it_is_all_ok_once_a_worker_and_beat_have_reported(client, redis):
+    heartbeat.record_heartbeat("worker", "local@box")
+    heartbeat.record_beat_tick()
+    response = client.get("/status.json")
+    assert response.status_code == 200
+    assert set(states(response).values()) == {"ok"}
+    workers = next(c for c in response.json()["checks"] if c["name"] == "workers")
+    assert workers["details"][0]["worker"] == "local@box"
+
+
+def test_it_warns_when_beat_has_been_quiet_for_a_while(redis, settings):
+    settings.DISPATCH_INTERVAL_S = 5
+    redis.set(f"{heartbeat.PREFIX}:beat:dispatcher", f"{time.time() - 60:.3f}")
+    check = check_beat(redis, timezone.now())
+    assert check.state == "warn"
+    assert "expected every 5 s" in check.message
+    assert check_beat(redis, timezone.now() + timedelta(hours=1)).state == "fail"
+
+
+def test_it_shows_the_depth_of_each_bound_queue_and_warns_on_a_backlog(client, redis):
+    redis.sadd("_kombu.binding.ops-test", "ops-test.eu-west\x06\x16\x06\x16ops-test.eu-west")
+    redis.rpush("ops-test.eu-west", *range(QUEUE_WARN_DEPTH + 1))
+    queues = next(c for c in client.get("/status.json").json()["checks"] if c["name"] == "queues")
+    assert {"queue": "ops-test.eu-west", "depth": QUEUE_WARN_DEPTH + 1} in queues["details"]
+    assert queues["state"] == "warn"
+    assert "ops-test.eu-west" in queues["message"]
+
+
+def test_it_says_redis_is_unreachable_instead_of_failing(client, settings):
+    settings.REDIS_URL = "redis://:hunter2@127.0.0.1:1/0"
+    response = client.get("/status?format=json")
+    assert response.status_code == 503
+    assert states(response)["redis"] == "fail"
+    assert states(response)["database"] == "ok"
+    redis_check = response.json()["checks"][1]
+    assert "Redis at redis://:***@127.0.0.1:1/0 does not answer" in redis_check["message"]
+    assert "hunter2" not in response.content.decode()
+    page = client.get("/status")
+    assert page.status_code == 503
+    assert "Unknown: Redis is unreachable." in page.content.decode()
+
+
+def test_it_renders_a_page_people_can_read(client, redis):
+    heartbeat.record_heartbeat("worker", "local@box")
+    html = client.get("/status").content.decode()
+    assert 'id="check-database"' in html
+    assert "1 of 1 worker(s) alive." in html
+
+
+def test_recording_a_heartbeat_never_raises_when_redis_is_down(settings):
+    settings.REDIS_URL = "redis://127.0.0.1:1/0"
+    heartbeat.record_heartbeat("worker", "w1")  # logs a warning, does not raise
+    heartbeat.record_beat_tick()
+
+
+@pytest.mark.worker
+def test_a_real_celery_worker_reports_its_heartbeat(redis):
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "dashboard", "worker", "-Q", "ops-heartbeat",
+         "-n", "ops-heartbeat@test", "--pool", "solo", "-l", "WARNING"],
+        cwd=ROOT, env=env, start_new_session=True,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if "ops-heartbeat@test" in heartbeat.read_heartbeats("worker", redis):
+                break
+            time.sleep(0.2)
+        else:
+            pytest.fail("the worker never recorded a heartbeat")
+    finally:
+        os.killpg(worker.pid, signal.SIGTERM)
+        worker.wait(15)

@@ -1,0 +1,156 @@
+"""Nothing lost, nothing doubled: real Celery workers against real Postgres and Redis.
+
+Restart tests use a private redis-server and a TCP relay in front of Postgres, never the
+machine's shared services.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from probes import concurrency
+from probes.models import Probe, ProbeRun
+from probes.tasks import dispatch_due_probes, run_probe
+from tests.probes.conftest import wait_for
+
+pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
+
+
+def make_due(*probes):
+    Probe.objects.filter(pk__in=[p.pk for p in probes]).update(
+        next_run_at=datetime.now(UTC) - timedelta(seconds=1)
+    )
+
+
+def runs_of(probe):
+    return list(ProbeRun.objects.filter(probe=probe))
+
+
+def test_a_worker_in_eu_west_consumes_only_its_regions_queue(make_probe, processes, clean_redis):
+    local = make_probe(region="local")
+    eu = make_probe(region="eu-west")
+    worker = processes.worker("eu", queues="probes.eu-west", region="eu-west", concurrency=1)
+    make_due(local, eu)
+
+    assert dispatch_due_probes() == 2
+
+    assert wait_for(lambda: runs_of(eu), 20), worker.output()
+    (run,) = runs_of(eu)
+    assert (run.region, run.worker, run.status) == ("eu-west", worker.name, "ok")
+    assert runs_of(local) == []
+    assert clean_redis.llen("probes.local") == 1  # waiting for a worker of its own region
+
+
+def test_the_provider_cap_holds_across_two_workers(make_probe, processes):
+    first = make_probe("sim-fast@ttft=700,tps=300")
+    provider = first.endpoint.provider
+    provider.max_concurrency = 1
+    provider.save()
+    probes = [first] + [make_probe("sim-fast@ttft=700,tps=300", provider=provider) for _ in "ab"]
+    processes.worker("w1", concurrency=2)
+    processes.worker("w2", concurrency=2)
+    make_due(*probes)
+
+    dispatch_due_probes()
+
+    assert wait_for(lambda: ProbeRun.objects.count() == 3, 30)
+    spans = sorted(
+        (r.started_at, r.started_at + timedelta(milliseconds=r.e2e_ms))
+        for r in ProbeRun.objects.all()
+    )
+    assert all(r.status == "ok" for r in ProbeRun.objects.all())
+    for (_, end), (start, _) in zip(spans, spans[1:], strict=False):
+        assert start >= end - timedelta(milliseconds=5), "two requests overlapped"
+
+
+def test_a_worker_killed_mid_probe_leaves_no_half_row_and_the_slot_runs_once(
+    make_probe, processes, clean_redis
+):
+    probe = make_probe("sim-fast@ttft=2500")
+    worker = processes.worker("w1", concurrency=1)
+    slot = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
+    holders = concurrency.provider_semaphore(probe.endpoint.provider)
+
+    run_probe.apply_async(args=[probe.pk, slot.isoformat()], queue="probes.local")
+    assert wait_for(lambda: holders.holders(clean_redis) == 1, 15), worker.output()
+    (child,) = worker.children()
+    os.kill(child, signal.SIGKILL)  # mid-request: the first token is 2.5 s away
+
+    assert wait_for(lambda: ProbeRun.objects.count() == 1, 25), worker.output()
+    assert "WorkerLostError" in worker.output() or "SIGKILL" in worker.output()
+    wait_for(lambda: ProbeRun.objects.count() > 1, 3)  # give a duplicate every chance
+    (run,) = ProbeRun.objects.all()
+    assert (run.slot_at, run.status) == (slot, "ok")
+
+
+def test_a_run_finished_while_the_database_is_away_is_written_when_it_comes_back(
+    make_probe, processes, clean_redis, db_proxy
+):
+    probe = make_probe("sim-fast@ttft=1500")
+    worker = processes.worker("w1", concurrency=1, db_port=db_proxy.port)
+    holders = concurrency.provider_semaphore(probe.endpoint.provider)
+
+    run_probe.apply_async(args=[probe.pk, "2026-06-01T12:00:00+00:00"], queue="probes.local")
+    assert wait_for(lambda: holders.holders(clean_redis) == 1, 15), worker.output()
+    db_proxy.down()  # Postgres "restarts" while the probe is measuring
+    assert wait_for(lambda: "Database unavailable" in worker.output(), 15), worker.output()
+    db_proxy.up()
+
+    assert wait_for(lambda: ProbeRun.objects.count() == 1, 20), worker.output()
+    assert ProbeRun.objects.get().status == "ok"
+
+
+def test_worker_and_beat_reconnect_after_redis_restarts(processes, private_redis, db):
+    env = {"DISPATCH_INTERVAL_S": "1"}
+    worker = processes.worker("w1", queues="celery", broker=private_redis.url, env=env)
+    beat = processes.beat(private_redis.url, env=env)
+    client = private_redis_client(private_redis.url)
+    tick = "inferwatch:heartbeat:beat:dispatcher"
+    assert wait_for(lambda: client.exists(tick), 45), beat.output() + worker.output()
+
+    private_redis.stop()
+    private_redis.start()  # empty: --save '' keeps nothing
+    assert not client.exists(tick)
+
+    assert wait_for(lambda: client.exists(tick), 45), beat.output() + worker.output()
+
+
+def private_redis_client(url):
+    from probes.redis_client import redis_client
+
+    return redis_client(url)
+
+
+def test_a_hanging_flooding_or_garbage_provider_costs_one_slot_and_blocks_no_one(
+    make_probe, processes
+):
+    bad = {
+        "timeout_stall": make_probe("sim-fast@fault=stall,after=3"),
+        "timeout_total": make_probe("sim-fast@fault=endless,tps=200"),
+        "protocol_error": make_probe("sim-fast@fault=huge_event"),
+        "garbage": make_probe("sim-fast@fault=html_200"),
+    }
+    endless = bad["timeout_total"].endpoint.provider
+    endless.total_timeout_s = 3
+    endless.save()
+    good = make_probe("sim-fast")
+    worker = processes.worker("w1", concurrency=5)
+    make_due(good, *bad.values())
+
+    dispatch_due_probes()
+
+    assert wait_for(lambda: runs_of(good), 10), worker.output()
+    assert runs_of(good)[0].status == "ok"
+    assert wait_for(lambda: ProbeRun.objects.count() == 5, 20), worker.output()
+    for expected in ("timeout_stall", "timeout_total", "protocol_error"):
+        (run,) = runs_of(bad[expected])
+        assert run.status == expected, (expected, run.status, run.error)
+    (garbage,) = runs_of(bad["garbage"])
+    assert garbage.status != "ok"
+    for run in ProbeRun.objects.select_related("endpoint__provider"):
+        limit_ms = run.endpoint.provider.total_timeout_s * 1000
+        assert (run.e2e_ms or 0) <= limit_ms + 500, (run.status, run.e2e_ms)

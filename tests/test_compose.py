@@ -1,0 +1,136 @@
+"""docker-compose.yml describes a complete production deployment (checked structurally:
+there is no Docker engine in CI)."""
+
+import re
+
+import pytest
+import yaml
+
+from tests.conftest import ROOT
+
+# Settings that make no sense in a container: local paths and test-only knobs.
+NOT_FOR_PRODUCTION = {"INFERWATCH_VAR_DIR", "DATABASE_TEST_NAME", "STATIC_ROOT"}
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict:
+    return yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+
+
+def test_it_runs_every_part_of_inferwatch(compose):
+    assert set(compose["services"]) >= {"postgres", "redis", "web", "worker", "beat"}
+    assert compose["services"]["postgres"]["image"] == "postgres:16"
+    assert compose["services"]["redis"]["image"] == "redis:7"
+
+
+def test_every_service_has_a_healthcheck(compose):
+    for name, service in compose["services"].items():
+        assert service.get("healthcheck", {}).get("test"), f"{name} has no healthcheck"
+
+
+def test_it_keeps_data_in_named_volumes(compose):
+    assert set(compose["volumes"]) == {"pgdata", "redisdata"}
+    assert "pgdata:/var/lib/postgresql/data" in compose["services"]["postgres"]["volumes"]
+    assert "redisdata:/data" in compose["services"]["redis"]["volumes"]
+
+
+def test_web_migrates_on_start_then_serves_with_gunicorn(compose):
+    command = " ".join(compose["services"]["web"]["command"])
+    assert command.index("migrate --noinput") < command.index("gunicorn dashboard.wsgi")
+
+
+def test_app_services_wait_for_healthy_postgres_and_redis(compose):
+    for name in ("web", "worker", "worker-eu-west", "beat"):
+        depends = compose["services"][name]["depends_on"]
+        assert depends["postgres"]["condition"] == "service_healthy", name
+        assert depends["redis"]["condition"] == "service_healthy", name
+
+
+def test_a_second_worker_probes_from_another_region(compose):
+    regional = compose["services"]["worker-eu-west"]
+    assert regional["environment"]["PROBE_REGION"] == "eu-west"
+    assert "-Q probes.eu-west" in regional["command"]
+    assert compose["services"]["worker"]["environment"]["PROBE_REGION"] == "${PROBE_REGION:-local}"
+
+
+def test_every_setting_is_taken_from_the_environment(compose):
+    settings_source = (ROOT / "dashboard" / "settings.py").read_text()
+    names = set(re.findall(r'env_\w+\(\s*"([A-Z_]+)"', settings_source)) - NOT_FOR_PRODUCTION
+    secrets = set(re.findall(r'env_secret(?:_list)?\(\s*"([A-Z_]+)"', settings_source))
+    environment = compose["services"]["web"]["environment"]
+    given = {name.removesuffix("_FILE") if name.endswith("_FILE") else name for name in environment}
+    assert names - given == set()
+    assert environment["INFERWATCH_ENV"] == "production"
+    # Secrets come as files (Docker secrets), never as plain variables.
+    assert secrets & set(environment) == set()
+    for name in secrets:
+        assert environment[f"{name}_FILE"].startswith("/run/secrets/"), name
+
+
+def _secret_files(compose, service: str) -> dict[str, str]:
+    """The variables of `service` that name a Docker secret's file, by secret name."""
+    environment = compose["services"][service]["environment"]
+    return {
+        value.removeprefix("/run/secrets/"): name
+        for name, value in environment.items()
+        if name.endswith("_FILE") and str(value).startswith("/run/secrets/")
+    }
+
+
+def test_secrets_reach_every_service_as_docker_secrets(compose):
+    declared = compose["secrets"]
+    for service in ("web", "worker", "worker-eu-west", "beat", "postgres"):
+        files = _secret_files(compose, service)
+        assert files, service
+        # Every file a variable names is mounted into that service, from a declared secret.
+        assert set(files) <= set(compose["services"][service]["secrets"]), service
+        assert set(files) <= set(declared), service
+    # No password or key is interpolated into a plain variable or a URL anywhere.
+    text = (ROOT / "docker-compose.yml").read_text()
+    for name in (
+        "SECRET_KEY",
+        "SECRET_KEY_FALLBACKS",
+        "FIELD_ENCRYPTION_KEY",
+        "FIELD_ENCRYPTION_KEY_FALLBACKS",
+        "POSTGRES_PASSWORD",
+        "EMAIL_HOST_PASSWORD",
+        "METRICS_BEARER_TOKEN",
+    ):
+        assert f"${{{name}" not in text, name
+        assert declared[name.lower()]["environment"] == name
+    web = compose["services"]["web"]["environment"]
+    assert web["DATABASE_URL"] == "postgresql://inferwatch@postgres:5432/inferwatch"
+    assert web["DATABASE_PASSWORD_FILE"] == "/run/secrets/postgres_password"
+    assert compose["services"]["postgres"]["environment"]["POSTGRES_PASSWORD_FILE"] == (
+        "/run/secrets/postgres_password"
+    )
+
+
+def test_the_web_port_is_published_on_localhost_unless_told_otherwise(compose):
+    (port,) = compose["services"]["web"]["ports"]
+    assert port == "${INFERWATCH_BIND:-127.0.0.1}:${WEB_PORT:-8000}:8000"
+    for name, service in compose["services"].items():
+        if name != "web":
+            assert "ports" not in service, name
+
+
+def test_x_forwarded_proto_is_believed_only_from_trusted_proxies(compose):
+    web = compose["services"]["web"]
+    command = " ".join(web["command"])
+    # gunicorn's own trust list is the app's (its default would read FORWARDED_ALLOW_IPS).
+    assert '--forwarded-allow-ips "$${TRUSTED_PROXIES}"' in command
+    proxies = web["environment"]["TRUSTED_PROXIES"]
+    assert proxies.startswith("${TRUSTED_PROXIES:-")
+    assert "0.0.0.0/0" not in proxies and "*" not in proxies
+
+
+def test_it_uses_only_well_formed_interpolations():
+    text = (ROOT / "docker-compose.yml").read_text()
+    for match in re.findall(r"(?<!\$)\$\{([^}]*)\}", text):
+        assert re.fullmatch(r"[A-Z_][A-Z0-9_]*(:?[-?][^}]*)?", match), match
+
+
+def test_the_image_is_built_without_a_top_level_dockerfile(compose):
+    build = compose["x-app"]["build"]
+    assert "FROM python:3.11" in build["dockerfile_inline"]
+    assert not (ROOT / "Dockerfile").exists()

@@ -1,0 +1,105 @@
+"""One measurement contract (probes/engine/contract.py): every place that names a run's
+fields, statuses or aggregated metrics derives them from it, and nothing is left out."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from django.urls import reverse
+
+from dashboard.alerts import evaluate
+from dashboard.alerts.models import METRIC_CHOICES
+from dashboard.models import RunRollup
+from dashboard.web import api, openapi
+from probes.engine import RunResult, contract
+from probes.models import ProbeRun
+
+# ProbeRun columns about where and when a run belongs, not what the engine measured.
+CONTEXT_COLUMNS = {
+    "id",
+    "probe",
+    "endpoint",
+    "workload",
+    "region",
+    "worker",
+    "slot_at",
+    "run_group",
+    "request_index",
+    "started_at",
+    "client_bound",
+    "price_input_per_m",
+    "price_cached_input_per_m",
+    "price_output_per_m",
+    "methodology_version",
+}
+
+
+def test_every_probe_run_column_is_in_the_contract_or_says_where_a_run_belongs():
+    columns = {f.name for f in ProbeRun._meta.concrete_fields}
+    assert columns - CONTEXT_COLUMNS == set(contract.ALL_RUN_FIELDS)
+
+
+def test_the_engine_result_carries_every_field_of_the_contract():
+    result_fields = {f.name for f in dataclasses.fields(RunResult)}
+    assert set(contract.ALL_RUN_FIELDS) <= result_fields
+
+
+def test_every_field_has_a_definition_and_a_direction_that_reads():
+    for name, field in contract.ALL_RUN_FIELDS.items():
+        assert field.definition.strip(), name
+        assert field.better in (None, "higher", "lower"), name
+        assert field.kind in (contract.NUMBER, contract.TEXT, contract.FLAG, contract.JSON)
+    for metric in contract.ROLLUP_METRICS:
+        field = contract.RUN_FIELDS[metric]
+        assert field.better and field.unit and field.label and field.title, metric
+
+
+def test_the_runs_api_and_csv_give_every_shown_field_and_describe_it():
+    shown = {*contract.OUTCOME_FIELDS, *contract.RUN_FIELDS}
+    assert shown <= set(api.RUN_COLUMNS)
+    properties = openapi._run()["properties"]
+    for name in shown:
+        assert properties[name].get("description") or properties[name].get("enum"), name
+
+
+def test_the_run_statuses_are_the_contracts_everywhere():
+    assert [name for name, _ in ProbeRun._meta.get_field("status").choices] == list(
+        contract.STATUSES
+    )
+    assert set(contract.STATUSES) > contract.RETRYABLE_STATUSES
+    assert "ok" not in contract.RETRYABLE_STATUSES
+
+
+def test_rollups_alerts_and_speed_follow_the_aggregated_metrics():
+    for metric in contract.ROLLUP_METRICS:
+        RunRollup._meta.get_field(f"hist_{metric}")
+    assert [m for m, _ in METRIC_CHOICES] == [*contract.ROLLUP_METRICS, "success_rate"]
+    assert {"ttft_ms", "ttfat_ms", "e2e_ms"} == evaluate.HIGHER_IS_WORSE
+    assert {"output_tps", "success_rate"} == evaluate.LOWER_IS_WORSE
+    assert contract.SPEED_METRICS == ("output_tps",)
+
+
+def test_the_speed_rule_takes_its_threshold_as_a_parameter():
+    assert contract.counts_for_speed(contract.MIN_SPEED_TOKENS)
+    assert not contract.counts_for_speed(contract.MIN_SPEED_TOKENS - 1)
+    assert not contract.counts_for_speed(None)
+    assert contract.counts_for_speed(10, min_tokens=10)
+    assert not contract.counts_for_speed(60, min_tokens=100)
+
+
+@pytest.mark.django_db
+def test_the_methodology_page_defines_every_field_status_and_the_version(client):
+    page = client.get(reverse("methodology")).content.decode()
+    for name in {*contract.OUTCOME_FIELDS, *contract.RUN_FIELDS} - {"status"}:
+        assert f'id="{name}"' in page, name
+    for status in contract.STATUSES:
+        assert f'id="status-{status}"' in page, status
+    assert f"<strong>{contract.METHODOLOGY_VERSION}</strong>" in page
+
+
+@pytest.mark.django_db
+def test_prometheus_exports_a_median_for_every_aggregated_metric(client):
+    text = client.get(reverse("metrics")).content.decode()
+    for metric in contract.ROLLUP_METRICS:
+        assert f"# TYPE inferwatch_{metric}_median gauge" in text, metric
