@@ -15,12 +15,12 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
+from dashboard.heartbeat import redis_client
 from django.conf import settings
 from django.db import connection
 
 from dashboard.alerts.models import AlertRule, Channel
 from dashboard.celery import app as celery_app
-from dashboard.heartbeat import redis_client
 from probes.models import CanonicalModel, Endpoint, ProbeRun, Provider, Workload
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
