@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import UTC, date, datetime
 from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -44,6 +44,12 @@ def wait_for(condition: Callable[[], object], timeout_s: float = 20.0, every: fl
             return value
         time.sleep(every)
     return None
+
+
+def current_slot() -> datetime:
+    """A slot due now: a worker skips a slot it could only start late (probes/lateness.py),
+    so a test that sends a task by hand must name a slot that is on time."""
+    return datetime.now(UTC).replace(microsecond=0)
 
 
 def free_port() -> int:

@@ -7,13 +7,12 @@ from __future__ import annotations
 import os
 import signal
 import time
-from datetime import UTC, datetime
 
 import pytest
 
 from probes import concurrency, heartbeat, ledger
 from probes.tasks import run_probe, sweep_dispatched_slots
-from tests.probes.conftest import wait_for
+from tests.probes.conftest import current_slot, wait_for
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
@@ -24,7 +23,7 @@ def kill_mid_request(make_probe, processes, clean_redis):
     doomed = processes.worker("doomed", concurrency=1, own_session=True)
     per_provider = concurrency.provider_semaphore(probe.endpoint.provider)
     per_worker = concurrency.worker_semaphore(doomed.name, per_provider.lease_s)
-    slot = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
+    slot = current_slot()
     run_probe.apply_async(args=[probe.pk, slot.isoformat()], queue="probes.local")
     assert wait_for(lambda: per_provider.holders(clean_redis) == 1, 15), doomed.output()
     assert per_worker.holders(clean_redis) == 1

@@ -15,7 +15,7 @@ import pytest
 from probes import concurrency
 from probes.models import Probe, ProbeRun
 from probes.tasks import dispatch_due_probes, run_probe
-from tests.probes.conftest import wait_for
+from tests.probes.conftest import current_slot, wait_for
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
@@ -72,7 +72,7 @@ def test_a_worker_killed_mid_probe_leaves_no_half_row_and_the_slot_runs_once(
 ):
     probe = make_probe("sim-fast@ttft=2500")
     worker = processes.worker("w1", concurrency=1)
-    slot = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
+    slot = current_slot()
     holders = concurrency.provider_semaphore(probe.endpoint.provider)
 
     run_probe.apply_async(args=[probe.pk, slot.isoformat()], queue="probes.local")
@@ -94,7 +94,7 @@ def test_a_run_finished_while_the_database_is_away_is_written_when_it_comes_back
     worker = processes.worker("w1", concurrency=1, db_port=db_proxy.port)
     holders = concurrency.provider_semaphore(probe.endpoint.provider)
 
-    run_probe.apply_async(args=[probe.pk, "2026-06-01T12:00:00+00:00"], queue="probes.local")
+    run_probe.apply_async(args=[probe.pk, current_slot().isoformat()], queue="probes.local")
     assert wait_for(lambda: holders.holders(clean_redis) == 1, 15), worker.output()
     db_proxy.down()  # Postgres "restarts" while the probe is measuring
     assert wait_for(lambda: "Database unavailable" in worker.output(), 15), worker.output()
