@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 from django.urls import reverse
 
-from dashboard.alerts import evaluate
+from dashboard.alerts import decide
 from dashboard.alerts.models import METRIC_CHOICES
 from dashboard.models import RunRollup
 from dashboard.web import api, openapi
@@ -74,9 +74,11 @@ def test_the_run_statuses_are_the_contracts_everywhere():
 def test_rollups_alerts_and_speed_follow_the_aggregated_metrics():
     for metric in contract.ROLLUP_METRICS:
         RunRollup._meta.get_field(f"hist_{metric}")
-    assert [m for m, _ in METRIC_CHOICES] == [*contract.ROLLUP_METRICS, "success_rate"]
-    assert {"ttft_ms", "ttfat_ms", "e2e_ms"} == evaluate.HIGHER_IS_WORSE
-    assert {"output_tps", "success_rate"} == evaluate.LOWER_IS_WORSE
+    availability = ["success_rate", "error_rate", "minutes_since_ok"]
+    assert [m for m, _ in METRIC_CHOICES] == [*contract.ROLLUP_METRICS, *availability]
+    latencies = {"ttft_ms", "ttfat_ms", "e2e_ms"}
+    assert latencies | {"error_rate", "minutes_since_ok"} == decide.HIGHER_IS_WORSE
+    assert {"output_tps", "success_rate"} == decide.LOWER_IS_WORSE
     assert contract.SPEED_METRICS == ("output_tps",)
 
 

@@ -15,13 +15,13 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from dashboard.heartbeat import redis_client
 from django.conf import settings
 from django.db import connection
 
 from dashboard.alerts.models import AlertRule, Channel
 from dashboard.celery import app as celery_app
 from probes.models import CanonicalModel, Endpoint, ProbeRun, Provider, Workload
+from probes.redis_client import redis_client
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 SECRET_TOKEN = "T0KEN-s3cr3t-abcdef"
