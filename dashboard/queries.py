@@ -413,11 +413,24 @@ def _with_raw_tail(
         return out[key]
 
     n = len(fields)
-    raw = ProbeRun.objects.filter(scope, started_at__gte=raw_from, started_at__lte=now).values_list(
-        *fields, "started_at", "status", "short_output", "output_tokens", "cost_usd", *metrics
+    # As the rollups: a group's requests ("step") do not rank, its summary row does.
+    raw = (
+        ProbeRun.objects.filter(scope, started_at__gte=raw_from, started_at__lte=now)
+        .exclude(role="step")
+        .values_list(
+            *fields,
+            "started_at",
+            "status",
+            "short_output",
+            "output_tokens",
+            "cost_usd",
+            "stopped_short",
+            *metrics,
+        )
     )
     for row in raw:
-        started, status, short, tokens, cost = row[n : n + 5]
+        started, status, short, tokens, cost, stopped_short = row[n : n + 6]
+        short = short or stopped_short  # neither ranks on speed
         agg = mine((tuple(row[:n]), _bucket_of(started, bucket)))
         agg.runs += 1
         agg.status_counts[status] = agg.status_counts.get(status, 0) + 1
@@ -427,7 +440,7 @@ def _with_raw_tail(
         if status != "ok":
             continue  # failed runs count for availability, never for latency or speed
         agg.ok_runs += 1
-        for metric, value in zip(metrics, row[n + 5 :], strict=True):
+        for metric, value in zip(metrics, row[n + 6 :], strict=True):
             if metric == "output_tps" and short:
                 continue  # too short to rank on speed (metrics.md)
             agg.add_value(metric, value)
@@ -1058,6 +1071,7 @@ def lifetime_status_counts(now: datetime | None = None) -> dict[Series, dict[str
         totals = {series: dict(counts) for series, counts in memo.items()}
     recent = (
         ProbeRun.objects.filter(started_at__gte=plan.raw_from, started_at__lte=now)
+        .exclude(role="step")
         .values_list("endpoint_id", "workload_id", "region", "status")
         .annotate(n=Count("id"))
         .order_by()

@@ -52,9 +52,11 @@ WITH runs AS (
            date_trunc(%(unit)s, started_at, 'UTC') AS bucket_start,
            started_at, status, output_tokens, cost_usd,
            ttft_ms, ttfat_ms, e2e_ms,
-           CASE WHEN short_output THEN NULL ELSE output_tps END AS output_tps
+           CASE WHEN short_output OR stopped_short THEN NULL ELSE output_tps END AS output_tps
       FROM probes_proberun
-     WHERE started_at >= %(start)s AND started_at < %(end)s {{series_filter}}
+     -- A group's requests ("step") are not ranked: its summary row ("group") is.
+     WHERE started_at >= %(start)s AND started_at < %(end)s AND role <> 'step'
+           {{series_filter}}
 ),
 parts AS (
     SELECT endpoint_id, workload_id, region, bucket_start, 'status' AS kind, status AS k,

@@ -33,14 +33,21 @@ from probes.models import (
     Workload,
 )
 from probes.simulator.profiles import BUILTIN, Profile
-from probes.workloads import WORKLOADS
+from probes.workloads import LEGACY_MARK, WORKLOADS
 
 CATALOG_AS_OF = date(2025, 6, 1)
 
 # Real providers are probed every 15 minutes: enough for a history, cheap on credits;
-# the ~10,000-token prompt hourly, as it costs ten times the others.
+# the workloads that cost several times the others (10,000-token prompts, 2,000-token
+# answers, loops and parallel groups) hourly.
 SEED_INTERVAL_S = 900
-SEED_INTERVAL_OVERRIDES_S = {"long-10k": 3600}
+SEED_INTERVAL_OVERRIDES_S = {
+    "long-10k": 3600,
+    "cached-10k": 3600,
+    "code-refactor": 3600,
+    "agent-loop": 3600,
+    "parallel-8": 3600,
+}
 # Demo providers fill the pages quickly.
 DEMO_INTERVAL_S = 60
 
@@ -429,24 +436,22 @@ def _recorded(key: str, find, create, kind: str, report: LoadReport) -> None:
 
 
 def load_workloads(report: LoadReport) -> list[Workload]:
-    """The suite from probes/workloads.py; its definitions win (they are code).
+    """The suite from probes/workloads.py, added where missing; rows the admin edited
+    are kept as they are (like providers and probes).
 
     Returns the standard workloads every endpoint is probed with: all but the reasoning
     one, whose long thinking budget only suits reasoning models (add its probes by hand).
     """
     standard = []
     for spec in WORKLOADS:
-        workload, created = Workload.objects.update_or_create(
-            slug=spec.slug,
-            defaults={
-                "name": spec.name,
-                "description": spec.description,
-                "messages": spec.messages,
-                "max_tokens": spec.max_tokens,
-                # The prompt's size, for judging which endpoints' contexts it fits.
-                "approx_input_tokens": spec.input_tokens,
-            },
+        workload, created = Workload.objects.get_or_create(
+            slug=spec.slug, defaults=spec.row_fields()
         )
+        if not created and (workload.params or {}).get(LEGACY_MARK):
+            # A row from before generated prompts (migration 0005): now the suite's.
+            for name, value in spec.row_fields().items():
+                setattr(workload, name, value)
+            workload.save()
         report.add("workloads", created)
         if not spec.reasoning:
             standard.append(workload)

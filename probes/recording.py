@@ -35,6 +35,7 @@ from django.db import (
 from dashboard import rollups
 from dashboard.heartbeat import redis_client
 from probes.engine import RunResult, sanitize
+from probes.groups import Measured
 from probes.models import Price, ProbeRun, WorkerCalibration
 
 log = logging.getLogger(__name__)
@@ -75,6 +76,8 @@ _METRIC_FIELDS = [
     "usage",
     "server_timing",
     "timeline",
+    "first_sentence_ms",
+    "tool_call_ms",
 ]
 _TEXT_FIELDS = ["error", "token_source", "finish_reason"]  # blank, not null, when absent
 _FLAG_FIELDS = ["cold_connection", "short_output"]
@@ -97,6 +100,8 @@ class RunContext:
     # The worker's latest calibration, read before measuring: recording a finished run
     # must need no query but its INSERT (the database may be away by then).
     ceiling: WorkerCalibration | None = None
+    # The workload's view of the request: role in its group, prompt seed, check verdicts.
+    measured: Measured | None = None
 
 
 def run_identity(result: RunResult, ctx: RunContext) -> dict[str, Any]:
@@ -113,6 +118,17 @@ def run_identity(result: RunResult, ctx: RunContext) -> dict[str, Any]:
         started_at=result.started_at or datetime.now(UTC),
         methodology_version=str(result.methodology_version),
     )
+    m = ctx.measured
+    if m is not None:
+        fields.update(
+            role=m.role,
+            group_summary=m.group_summary,
+            prompt_seed=m.seed,
+            prompt_tokens_o200k=m.prompt_tokens_o200k,
+            output_valid=m.output_valid,
+            check_detail=m.check_detail[:300],
+            stopped_short=m.stopped_short,
+        )
     if ctx.price is not None:
         fields.update(
             price_input_per_m=ctx.price.input_per_m,

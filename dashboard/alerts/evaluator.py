@@ -46,9 +46,9 @@ class Median(models.Aggregate):
 def usable_runs(metric: str) -> Q:
     """Runs that count for a metric: failed runs never enter latency or speed statistics,
     and short outputs are left out of speed (metrics.md)."""
-    q = Q(status="ok", **{f"{metric}__isnull": False})
+    q = Q(status="ok", **{f"{metric}__isnull": False}) & ~Q(role="step")
     if metric == "output_tps":
-        q &= Q(short_output=False)
+        q &= Q(short_output=False, stopped_short=False)
     return q
 
 

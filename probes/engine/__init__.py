@@ -5,7 +5,7 @@ result = measure_sync(ProbeRequest(api="openai-chat", base_url=URL, model=ID))
 """
 
 from .calibration import Calibration, calibrate
-from .client import measure, measure_sync
+from .client import measure, measure_all, measure_all_sync, measure_sync
 from .request import APIS, Limits, Prices, ProbeRequest
 from .result import (
     METHODOLOGY_VERSION,
@@ -28,5 +28,7 @@ __all__ = [
     "RunResult",
     "calibrate",
     "measure",
+    "measure_all",
+    "measure_all_sync",
     "measure_sync",
 ]

@@ -33,6 +33,9 @@ class StreamRecorder:
         self.answer_parts: list[str] = []
         self.reasoning_parts: list[str] = []
         self.tool_parts: list[str] = []
+        self.tool_names: list[str] = []  # one per tool call, in order (tool-call checks)
+        self.tool_args: list[list[str]] = []  # argument fragments per call
+        self.eval_count: int | None = None  # Ollama's generated-token count, final chunk
 
         self.n_events = 0  # dispatched SSE events (comments excluded)
         self.comment_lines = 0
@@ -161,17 +164,39 @@ def _str(value: Any) -> str:
     return value if type(value) is str else ""
 
 
-def _tool_text(calls: Any) -> str | None:
-    """Text of a tool-call delta (name + argument fragment), for token counting."""
+def _tool_text(calls: Any, rec: StreamRecorder | None = None) -> str | None:
+    """Text of a tool-call delta (name + argument fragment), for token counting.
+
+    With ``rec``, each call's name and argument fragments are kept too (by the call's
+    ``index``), so the complete call can be checked after the stream.
+    """
     if not isinstance(calls, list) or not calls:
         return None
     out = []
     for call in calls:
         fn = call.get("function") if isinstance(call, dict) else None
         if isinstance(fn, dict):
-            out.append(_str(fn.get("name")))
-            out.append(_str(fn.get("arguments")))
+            name, args = _str(fn.get("name")), _str(fn.get("arguments"))
+            out.append(name)
+            out.append(args)
+            if rec is not None:
+                _keep_call(rec, call.get("index"), name, args)
     return "".join(out) or None
+
+
+def _keep_call(rec: StreamRecorder, index: Any, name: str, args: str) -> None:
+    if type(index) is int and 0 <= index < 64:
+        while len(rec.tool_names) <= index:
+            rec.tool_names.append("")
+            rec.tool_args.append([])
+        if name and not rec.tool_names[index]:
+            rec.tool_names[index] = name
+        rec.tool_args[index].append(args)
+        return
+    if name or not rec.tool_names:  # legacy function_call: one call, no index
+        rec.tool_names.append(name)
+        rec.tool_args.append([])
+    rec.tool_args[-1].append(args)
 
 
 _GROQ_TIMING = ("queue_time", "prompt_time", "completion_time", "total_time")
@@ -226,12 +251,15 @@ class OpenAIChat(StreamRecorder):
                     )
                     calls = delta.get("tool_calls")
                     if calls:
-                        tool = _tool_text(calls)
+                        tool = _tool_text(calls, self)
                     elif delta.get("function_call"):
-                        tool = _tool_text([{"function": delta["function_call"]}])
+                        tool = _tool_text([{"function": delta["function_call"]}], self)
                 finish = choice.get("finish_reason")
                 if finish:  # "" is treated like null
                     self.finish_reason = finish
+                    eval_count = obj.get("eval_count")  # Ollama: only on its final chunk
+                    if type(eval_count) is int:
+                        self.eval_count = eval_count
         usage = obj.get("usage")
         xgroq = obj.get("x_groq")
         if xgroq and type(xgroq) is dict:
@@ -348,6 +376,8 @@ class AnthropicMessages(StreamRecorder):
                 text = delta.get("partial_json")
                 if text and type(text) is str:
                     self.tool_parts.append(text)
+                    if self.tool_args:
+                        self.tool_args[-1].append(text)
                     self._output(t, idx, "t", text)
                     return
             # signature_delta, citations_delta and empty deltas carry no output.
@@ -381,6 +411,11 @@ class AnthropicMessages(StreamRecorder):
             self._set_error(obj.get("error") or obj, idx, t)
             self._other(t)
         else:  # content_block_start / content_block_stop / future types
+            if kind == "content_block_start":
+                block = obj.get("content_block") or {}
+                if block.get("type") == "tool_use":
+                    self.tool_names.append(str(block.get("name") or ""))
+                    self.tool_args.append([])
             self._other(t)
 
     def normalized_usage(self) -> dict[str, Any] | None:

@@ -60,9 +60,14 @@ def start_in_thread(
     host: str = "127.0.0.1",
     port: int = 0,
     traits: ServerTraits | None = None,
+    tokenizer: str | None = None,
 ) -> SimulatorHandle:
-    """Start a simulator on a free port (port=0) in a daemon thread; returns at once."""
-    server = SimulatorServer(profile, host, port, traits=traits)
+    """Start a simulator on a free port (port=0) in a daemon thread; returns at once.
+
+    ``tokenizer`` makes it answer that server's tokenize route ("llama.cpp", "vllm",
+    "llama-cpp-python").
+    """
+    server = SimulatorServer(profile, host, port, traits=traits, tokenizer=tokenizer)
     loop = asyncio.new_event_loop()
     ready = threading.Event()
     failure: list[BaseException] = []
