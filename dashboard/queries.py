@@ -26,7 +26,7 @@ from itertools import accumulate
 import orjson
 from django.conf import settings
 from django.db import connection
-from django.db.models import Count, Q, TextField
+from django.db.models import Case, Count, Q, TextField, Value, When
 from django.db.models.functions import Cast
 from django.utils import timezone
 
@@ -43,6 +43,7 @@ from probes.models import (
     ProbeRun,
     Workload,
 )
+from probes.workloads import DEFAULT_SLUG, canonical_slug
 
 HOUR = timedelta(hours=1)
 DAY = timedelta(days=1)
@@ -130,6 +131,12 @@ def one_of(name: str, value: str, allowed: Iterable[str]) -> str:
     return value
 
 
+def workload_param(value: str) -> str:
+    """A workload slug from a URL; old slugs (chat-1k, short) name their successors."""
+    slug = canonical_slug(value)
+    return one_of("workload", slug, Workload.objects.values_list("slug", flat=True))
+
+
 def regions() -> list[str]:
     """Regions probes run from. Read from Probe, not from runs or rollups: a DISTINCT
     over millions of rows on every page view would cost more than the page."""
@@ -137,17 +144,20 @@ def regions() -> list[str]:
 
 
 def default_workload() -> str:
-    """The home page's workload: settings.DEFAULT_WORKLOAD (chat-1k out of the box).
+    """The home page's workload: settings.DEFAULT_WORKLOAD (standard-1k out of the box;
+    an old slug such as chat-1k names its successor).
 
     A setting, not "what most probes run": adding a few probes of another workload must
     not switch the board to it. Only when that workload does not exist here does the
-    one most probes run stand in.
+    one most probes run stand in (the headline workload winning ties).
     """
-    if Workload.objects.filter(slug=settings.DEFAULT_WORKLOAD).exists():
-        return settings.DEFAULT_WORKLOAD
+    wanted = canonical_slug(settings.DEFAULT_WORKLOAD)
+    if Workload.objects.filter(slug=wanted).exists():
+        return wanted
+    headline = Case(When(slug=DEFAULT_SLUG, then=Value(0)), default=Value(1))
     slug = (
-        Workload.objects.annotate(n=Count("probes"))
-        .order_by("-n", "slug")
+        Workload.objects.annotate(n=Count("probes"), headline=headline)
+        .order_by("-n", "headline", "slug")
         .values_list("slug", flat=True)
         .first()
     )
@@ -162,7 +172,7 @@ def parse_filters(params: Mapping[str, str], windows: Mapping[str, timedelta] | 
         one_of("model", model, [ALL, *CanonicalModel.objects.values_list("slug", flat=True)])
     workload = params.get("workload") or default_workload()
     if workload:
-        one_of("workload", workload, Workload.objects.values_list("slug", flat=True))
+        workload = workload_param(workload)
     window = one_of("window", params.get("window") or DEFAULT_WINDOW, windows)
     region = params.get("region") or ALL
     if region != ALL:
@@ -196,8 +206,7 @@ def parse_history_filters(params: Mapping[str, str]) -> HistoryFilters:
     slug = params.get("workload") or (ALL if "workload" in params else default_workload())
     workload = None
     if slug and slug != ALL:
-        one_of("workload", slug, Workload.objects.values_list("slug", flat=True))
-        workload = Workload.objects.get(slug=slug)
+        workload = Workload.objects.get(slug=workload_param(slug))
     region = params.get("region") or ALL
     if region != ALL:
         one_of("region", region, [ALL, *regions()])
@@ -814,8 +823,11 @@ def current_prices(endpoint_ids: Iterable[int], today=None) -> dict[int, Price]:
     return {p.endpoint_id: p for p in prices}
 
 
-def claims_for(endpoints: list[Endpoint]) -> dict[int, list[Claim]]:
-    """Claims covering each endpoint: named for it, or for its provider and model."""
+def claims_for(
+    endpoints: list[Endpoint], workload: Workload | None = None
+) -> dict[int, list[Claim]]:
+    """Claims covering each endpoint: named for it, or for its provider and model; a
+    claim about a use case only when its workload is the one shown."""
     if not endpoints:
         return {}
     # A superset in one simple query (an OR per endpoint makes a slow query to build),
@@ -830,13 +842,19 @@ def claims_for(endpoints: list[Endpoint]) -> dict[int, list[Claim]]:
             )
         )
     )
-    return {e.pk: [c for c in candidates if c.covers(e)] for e in endpoints}
+    workload_id = workload.pk if workload is not None else None
+    return {e.pk: [c for c in candidates if c.covers(e, workload_id)] for e in endpoints}
 
 
 def best_claims(claims: list[Claim], agg: Agg) -> list[ClaimVsMeasured]:
-    """One claim per metric, the newest (published_on, then id), beside our median."""
+    """One claim per metric beside our median: the most specific (about the workload,
+    then about the endpoint), then the newest (published_on, then id)."""
     chosen: dict[str, Claim] = {}
-    for c in sorted(claims, key=lambda c: (c.endpoint_id is not None, c.published_on or 0, c.pk)):
+
+    def rank(c: Claim) -> tuple:
+        return (c.workload_id is not None, c.endpoint_id is not None, c.published_on or 0, c.pk)
+
+    for c in sorted(claims, key=rank):
         chosen[c.metric] = c
     return [
         ClaimVsMeasured(metric, claim, agg.percentile(metric, 50))
@@ -896,7 +914,7 @@ def leaderboard(filters: Filters, now: datetime | None = None) -> Leaderboard:
         Endpoint.objects.select_related("provider", "canonical_model").filter(pk__in=shown_ids)
     )
     prices = current_prices(shown_ids, now.date())
-    claims = claims_for(shown)
+    claims = claims_for(shown, workload)
     rows = []
     for e in shown:
         if e.pk in not_applicable:

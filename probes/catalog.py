@@ -81,6 +81,7 @@ class ClaimSeed:
     published_on: date | None = None
     value_high: float | None = None
     notes: str = ""
+    workload: str | None = None  # the use case the figure is about (a workload slug)
 
 
 @dataclass(frozen=True)
@@ -153,6 +154,36 @@ PROVIDERS = [
                 "https://www.cerebras.ai/inference",
                 date(2024, 11, 18),
                 value_high=95,
+            ),
+            # Use-case figures quoted in the project's seed material (check the vendor's
+            # page before relying on them); each is shown only on its workload.
+            ClaimSeed(
+                "Llama 3.1 8B",
+                "output_tps",
+                1800,
+                "Cerebras Inference: 1,800 tokens/s on CS-3 (vs ~850 on 8×H100)",
+                "https://www.cerebras.ai/blog/introducing-cerebras-inference-ai-at-instant-speed",
+                date(2024, 8, 27),
+                notes="The same source puts 8×H100 GPU clouds at about 850 tokens/s.",
+                workload="standard-1k",
+            ),
+            ClaimSeed(
+                "Llama 3.3 70B",
+                "e2e_ms",
+                720,
+                "Code refactor in 0.72 s on wafer-scale (vs 20 s on a GPU cloud)",
+                "https://www.cerebras.ai/inference",
+                notes="Seed figure: a ~1,500-word refactor; the GPU cloud took about 20 s.",
+                workload="code-refactor",
+            ),
+            ClaimSeed(
+                "Llama 3.3 70B",
+                "ttft_ms",
+                450,
+                "Voice agents: turnaround under 450 ms",
+                "https://www.cerebras.ai/inference",
+                notes="Seed figure: the time before a voice reply starts, an upper bound.",
+                workload="voice-turn",
             ),
         ),
     ),
@@ -532,6 +563,8 @@ def _claim(provider: Provider, seed: ClaimSeed, report: LoadReport) -> None:
         "canonical_model": model,
         "metric": seed.metric,
         "source_title": seed.source_title,
+        # A use-case figure is shown only on its workload's leaderboard.
+        "workload": Workload.objects.get(slug=seed.workload) if seed.workload else None,
     }
     _recorded(
         f"claim:{provider.catalog_key.partition(':')[2]}/{model.slug}/{seed.metric}/"

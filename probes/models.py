@@ -527,8 +527,9 @@ class Claim(models.Model):
             raise ValidationError({"value_high": "The upper end is below the value."})
 
     def covers(self, endpoint: Endpoint, workload_id: int | None = None) -> bool:
-        # A claim about one use case does not speak for another workload's figures.
-        if None not in (self.workload_id, workload_id) and self.workload_id != workload_id:
+        # A claim about one use case (workload) is shown only beside that workload's
+        # figures; a claim without one applies to any.
+        if self.workload_id is not None and self.workload_id != workload_id:
             return False
         if self.endpoint_id:
             return self.endpoint_id == endpoint.pk
@@ -657,6 +658,8 @@ class ProbeRun(models.Model):
             ),
             models.Index(fields=["-started_at", "-id"], name="run_recent_idx"),
             models.Index(fields=["started_at"], name="run_started_idx"),
+            # The run page lists a group's requests.
+            models.Index(fields=["run_group"], name="run_group_idx"),
         ]
 
     def __str__(self) -> str:
@@ -665,6 +668,25 @@ class ProbeRun(models.Model):
     @property
     def ok(self) -> bool:
         return self.status == "ok"
+
+    @property
+    def approx_tokens(self) -> bool:
+        """The token count is not the provider's usage (pages mark it ≈)."""
+        return self.token_source not in ("", "usage")
+
+    @property
+    def request_label(self) -> str:
+        """What this request is within its group: cold/warm, step n, alone/concurrent."""
+        if self.role == "group":
+            return "summary"
+        if self.role == "single":
+            return ""
+        kind = self.workload.kind
+        if kind == "cached":
+            return "cold" if self.request_index == 0 else "warm"
+        if kind == "parallel":
+            return "alone" if self.request_index == 0 else f"concurrent {self.request_index}"
+        return f"step {self.request_index + 1}"
 
 
 class WorkerCalibration(models.Model):

@@ -51,6 +51,9 @@ RUN_COLUMNS = [
     "model_id",
     "workload",
     "region",
+    "run_group",
+    "request_index",
+    "role",
     "status",
     "http_status",
     "error",
@@ -215,7 +218,17 @@ def _r(value: float | None, digits: int = 2) -> float | None:
 
 # ------------------------------------------------------------------------------ runs
 
-RUN_FILTERS = ["endpoint", "provider", "model", "workload", "region", "status", "since", "until"]
+RUN_FILTERS = [
+    "endpoint",
+    "provider",
+    "model",
+    "workload",
+    "role",
+    "region",
+    "status",
+    "since",
+    "until",
+]
 
 
 def filter_runs(params: Mapping[str, str]):
@@ -236,10 +249,9 @@ def filter_runs(params: Mapping[str, str]):
         )
         runs = runs.filter(endpoint__canonical_model__slug=slug)
     if params.get("workload"):
-        slug = queries.one_of(
-            "workload", params["workload"], Workload.objects.values_list("slug", flat=True)
-        )
-        runs = runs.filter(workload__slug=slug)
+        runs = runs.filter(workload__slug=queries.workload_param(params["workload"]))
+    if params.get("role"):
+        runs = runs.filter(role=queries.one_of("role", params["role"], ("single", "step", "group")))
     if params.get("region"):
         runs = runs.filter(region=queries.one_of("region", params["region"], queries.regions()))
     if params.get("status"):
@@ -270,6 +282,11 @@ def run_as_dict(run: ProbeRun) -> dict:
         "model_id": e.model_id,
         "workload": run.workload.slug,
         "region": run.region,
+        # A group's requests share run_group; the "group" row is its ranked summary.
+        "run_group": str(run.run_group),
+        "request_index": run.request_index,
+        "role": run.role,
+        "group_summary": run.group_summary,
         "status": run.status,
         "http_status": run.http_status,
         "error": run.error,

@@ -104,8 +104,11 @@ RUN_FIELDS: dict[str, str] = {
     "e2e_ms": METRICS["e2e_ms"].definition,
     "connect_ms": "DNS, TCP and TLS setup, timed separately; empty on a reused connection.",
     "output_tokens": "Tokens generated, reasoning included: the provider's usage figure "
-    "when reported (last value), else our own o200k count.",
-    "token_source": "usage (the provider's count) or o200k (our count).",
+    "when reported (last value); without usage, the server's own tokenizer when the "
+    "endpoint names one; else our own o200k count. Pages mark counts not from usage ≈.",
+    "token_source": "usage (the provider's count); llama.cpp, vllm or llama-cpp-python "
+    "(the server's tokenize route counted the streamed text); ollama (its final "
+    "eval_count); o200k (our count: can be far off the model's tokenizer).",
     "output_tokens_o200k": "Our count of all received output text with the o200k_base "
     "encoding, comparable across tokenizers; empty where output is hidden.",
     "output_tps": METRICS["output_tps"].definition,
@@ -130,6 +133,22 @@ RUN_FIELDS: dict[str, str] = {
     "server_decode_ms": "Provider-reported generation time.",
     "server_total_ms": "Provider-reported total time.",
     "server_output_tps": "Provider-reported output speed.",
+    "first_sentence_ms": "Request start → the output event that ends the first sentence "
+    "(. ! or ? then a space or the end of the text): when a voice assistant can start "
+    "speaking.",
+    "tool_call_ms": "Request start → the last tool-call delta: when the call is complete "
+    "and a client can act on it.",
+    "output_valid": "Structured workloads: the answer parses as JSON and follows the "
+    "schema (json-schema), or is a call of a defined tool whose arguments parse and "
+    "follow its schema (tool-call). Empty when the workload checks nothing.",
+    "check_detail": "Why an answer failed its check, e.g. which schema rule it broke.",
+    "stopped_short": "Fewer than half the output tokens the workload's instruction asks "
+    "for: kept, but left out of speed rankings (a short answer is not a speed).",
+    "prompt_seed": "The seed the prompt was generated from (with the workload): the text "
+    "is not stored, it is regenerated from this. Agent-loop steps after the first also "
+    "carry the model's earlier answers.",
+    "prompt_tokens_o200k": "Our o200k count of the prompt we sent (input_tokens is the "
+    "provider's count of the same prompt).",
 }
 
 PERCENTILES = (5, 25, 50, 75, 95)

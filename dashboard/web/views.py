@@ -147,7 +147,7 @@ def _history_page(
     context.update(subject=subject, kind=kind, endpoints=endpoints, runs=runs, **extra)
     if kind == "endpoint":
         (endpoint,) = endpoints
-        claims = queries.claims_for(endpoints)[endpoint.pk]
+        claims = queries.claims_for(endpoints, context["filters"].workload)[endpoint.pk]
         context["claims"] = queries.best_claims(claims, context["totals"])
     return render(request, "dashboard/history_page.html", context)
 
@@ -209,9 +209,20 @@ def run_page(request: HttpRequest, pk: int) -> HttpResponse:
         ("Output speed (tok/s)", run.output_tps, run.server_output_tps),
     ]
     fields = [(name, getattr(run, name), text) for name, text in RUN_FIELDS.items()]
+    members = []
+    if run.role != "single":
+        members = list(
+            ProbeRun.objects.filter(run_group=run.run_group)
+            .select_related("workload")
+            .order_by("request_index")
+        )
+    summary_row = next((m for m in members if m.role == "group"), None)
     context = {
         "run": run,
         "fields": fields,
+        "members": members,
+        "summary": summary_row.group_summary if summary_row else None,
+        "summary_run": summary_row,
         "timings": timings,
         "timeline_chart": charts.token_timeline(run.timeline) if run.timeline else None,
         "gap_chart": charts.gap_histogram(run.timeline) if len(gaps) > 1 else None,

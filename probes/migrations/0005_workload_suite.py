@@ -153,5 +153,9 @@ class Migration(migrations.Migration):
             name='requests',
             field=models.PositiveSmallIntegerField(default=1, help_text='Requests per run group: loop steps, concurrent requests, or 2 (cached).', validators=[django.core.validators.MinValueValidator(1), django.core.validators.MaxValueValidator(32)]),
         ),
+        migrations.AddIndex(
+            model_name="proberun",
+            index=models.Index(fields=["run_group"], name="run_group_idx"),
+        ),
         migrations.RunPython(keep_legacy_prompts, undo_legacy),
     ]
