@@ -31,7 +31,7 @@ def test_the_documented_example_loads_and_a_second_load_changes_nothing(suite):
     first = load(EXAMPLE)
     assert "1 new providers" in first and "2 new probes" in first and "1 new alert rules" in first
     provider = Provider.objects.get(slug="our-vllm")
-    assert provider.api_key_env == "OUR_VLLM_KEY" and provider.max_concurrency == 16
+    assert provider.api_key_env == "OUR_VLLM_API_KEY" and provider.max_concurrency == 16
     endpoint = Endpoint.objects.get(provider=provider)
     assert endpoint.token_counter == "vllm" and endpoint.send_min_tokens
     assert Workload.objects.get(slug="parallel-16").requests == 16
