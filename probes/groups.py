@@ -225,7 +225,8 @@ def summarize(workload: Any, members: list[Measured], size: int) -> Measured:
         "group",
         group,
         members[0].seed,
-        members[0].prompt_tokens_o200k,
+        # Like input_tokens (the provider's), the whole group's prompts.
+        _sum([m.prompt_tokens_o200k for m in members]),
         output_valid=_all_valid(members),
         stopped_short=any(m.stopped_short for m in members),
         group_summary=summary,

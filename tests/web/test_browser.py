@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from dashboard import heartbeat
 from dashboard.alerts.models import AlertEvent, AlertRule
+from probes.models import ProbeRun
 from probes.simulator import start_in_process
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -26,6 +27,7 @@ README_IMAGES = {
     "demo-leaderboard": "readme-leaderboard.png",
     "demo-run": "readme-run.png",
     "add-endpoint": "readme-add-endpoint.png",
+    "workload-group": "readme-workloads.png",
 }
 
 pytestmark = [
@@ -420,3 +422,11 @@ def test_the_alerts_page_has_the_site_title_and_a_styled_firing_badge(page, cata
     badge = page.locator(".badge.firing").first
     background = badge.evaluate("el => getComputedStyle(el).backgroundColor")
     assert background not in ("rgba(0, 0, 0, 0)", "transparent")
+
+
+def test_the_readme_run_group_shows_a_parallel_run_measured_for_real(page, measured):
+    group = ProbeRun.objects.get(probe=measured["parallel-8"], role="group")
+    page.goto(f"{page.base}/runs/{group.pk}/")
+    assert page.locator("#parallel-summary").is_visible()
+    assert page.locator("#group-members tbody tr").count() == 4  # alone, 2 at once, summary
+    screenshot(page, "workload-group")

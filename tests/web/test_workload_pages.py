@@ -9,60 +9,11 @@ from __future__ import annotations
 import csv
 import io
 import re
-from collections.abc import Iterator
-from datetime import UTC, datetime
 
 import pytest
 
-from probes import runner, workloads
-from probes.catalog import LoadReport, load_workloads
-from probes.models import CanonicalModel, Claim, Endpoint, Probe, ProbeRun, Provider, Workload
-from probes.simulator import SimulatorProcess, start_in_process
-
-# Small versions of the group workloads: the shapes are what is tested, not the sizes.
-SMALL = {
-    "cached-10k": {"approx_input_tokens": 2000, "max_tokens": 60},
-    "agent-loop": {"requests": 3, "max_tokens": 40, "target_output_tokens": 40},
-    "parallel-8": {"requests": 2, "max_tokens": 60, "target_output_tokens": 60},
-    "standard-1k": {"max_tokens": 120, "target_output_tokens": 100},
-    "code-refactor": {"max_tokens": 120, "target_output_tokens": 100},
-}
-SHOWN = ["cached-10k", "agent-loop", "parallel-8", "json-schema", "tool-call", "voice-turn"]
-
-
-@pytest.fixture(scope="module")
-def sim() -> Iterator[SimulatorProcess]:
-    with start_in_process() as handle:
-        yield handle
-
-
-@pytest.fixture
-def measured(db, sim) -> dict[str, Probe]:
-    load_workloads(LoadReport())
-    for slug, changes in SMALL.items():
-        Workload.objects.filter(slug=slug).update(**changes)
-    provider = Provider.objects.create(
-        name="Wafer",
-        slug="wafer",
-        base_url=sim.base_url,
-        requires_key=False,
-        enabled=True,
-        simulated=True,
-        max_concurrency=4,
-    )
-    model = CanonicalModel.objects.create(name="Llama 3.3 70B", slug="llama-3-3-70b")
-    endpoint = Endpoint.objects.create(
-        provider=provider, model_id="sim-blazing", canonical_model=model
-    )
-    probes = {}
-    slot = datetime.now(UTC).replace(microsecond=0)
-    for slug in [*SHOWN, "standard-1k", "code-refactor"]:
-        probe = Probe.objects.create(
-            endpoint=endpoint, workload=Workload.objects.get(slug=slug), region="local"
-        )
-        runner.run_slot(probe, slot, "w1", "local")
-        probes[slug] = probe
-    return probes
+from probes import workloads
+from probes.models import Claim, Probe, ProbeRun, Workload
 
 
 def group_row(probe: Probe) -> ProbeRun:
