@@ -133,8 +133,8 @@ def one_of(name: str, value: str, allowed: Iterable[str]) -> str:
 
 def workload_param(value: str) -> str:
     """A workload slug from a URL; old slugs (chat-1k, short) name their successors."""
-    slug = canonical_slug(value)
-    return one_of("workload", slug, Workload.objects.values_list("slug", flat=True))
+    slugs = list(Workload.objects.values_list("slug", flat=True))
+    return one_of("workload", value if value in slugs else canonical_slug(value), slugs)
 
 
 def regions() -> list[str]:
@@ -151,9 +151,10 @@ def default_workload() -> str:
     not switch the board to it. Only when that workload does not exist here does the
     one most probes run stand in (the headline workload winning ties).
     """
-    wanted = canonical_slug(settings.DEFAULT_WORKLOAD)
-    if Workload.objects.filter(slug=wanted).exists():
-        return wanted
+    setting = settings.DEFAULT_WORKLOAD
+    for wanted in dict.fromkeys([setting, canonical_slug(setting)]):
+        if Workload.objects.filter(slug=wanted).exists():
+            return wanted
     headline = Case(When(slug=DEFAULT_SLUG, then=Value(0)), default=Value(1))
     slug = (
         Workload.objects.annotate(n=Count("probes"), headline=headline)
