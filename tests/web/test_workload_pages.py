@@ -84,7 +84,7 @@ def test_counts_not_from_usage_are_marked(client, measured):
     run.save()
     html = client.get(f"/runs/{run.pk}/").content.decode()
     assert "≈ tokens (o200k)" in html
-    html = client.get(f"/endpoints/{run.endpoint_id}/").content.decode()
+    html = client.get(f"/endpoints/{run.endpoint_id}/?workload=voice-turn").content.decode()
     assert "≈</span>" in html
 
 
