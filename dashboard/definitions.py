@@ -70,8 +70,11 @@ METRICS: dict[str, Metric] = {
     ]
 }
 
-# Per-run fields shown on run pages and in the API, with their contract definitions.
-RUN_FIELDS: dict[str, str] = {name: f.definition for name, f in contract.RUN_FIELDS.items()}
+# Per-run fields shown on run pages and in the API, with their contract definitions
+# (what the engine measured, then what the workload's checks judged).
+RUN_FIELDS: dict[str, str] = {
+    name: f.definition for name, f in {**contract.RUN_FIELDS, **contract.WORKLOAD_FIELDS}.items()
+}
 
 PERCENTILES = (5, 25, 50, 75, 95)
 

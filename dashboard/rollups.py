@@ -50,9 +50,11 @@ _BUCKET_SQL = (
 )
 
 # Speeds count only for runs long enough to rank on speed (the contract's rule, applied
-# when the run was recorded: short_output).
+# when the run was recorded: short_output; and a workload's stopped_short).
 _METRIC_COLUMNS = ", ".join(
-    f"CASE WHEN short_output THEN NULL ELSE {m} END AS {m}" if m in SPEED_METRICS else m
+    f"CASE WHEN short_output OR stopped_short THEN NULL ELSE {m} END AS {m}"
+    if m in SPEED_METRICS
+    else m
     for m in ROLLUP_METRICS
 )
 _METRIC_VALUES = ", ".join(f"('{m}', {m})" for m in ROLLUP_METRICS)
@@ -71,7 +73,9 @@ WITH runs AS (
            date_trunc(%(unit)s, started_at, 'UTC') AS bucket_start,
            started_at, status, output_tokens, cost_usd, {_METRIC_COLUMNS}
       FROM probes_proberun
-     WHERE started_at >= %(start)s AND started_at < %(end)s {{series_filter}}
+     -- A group's requests ("step") are not ranked: its summary row ("group") is.
+     WHERE started_at >= %(start)s AND started_at < %(end)s AND role <> 'step'
+           {{series_filter}}
 ),
 parts AS (
     SELECT endpoint_id, workload_id, region, bucket_start, 'status' AS kind, status AS k,

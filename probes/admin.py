@@ -228,7 +228,15 @@ class PriceInline(admin.TabularInline):
 class ClaimInline(admin.TabularInline):
     model = Claim
     fk_name = "endpoint"
-    fields = ["metric", "value", "value_high", "source_title", "source_url", "published_on"]
+    fields = [
+        "metric",
+        "value",
+        "value_high",
+        "workload",
+        "source_title",
+        "source_url",
+        "published_on",
+    ]
     extra = 0
 
 
@@ -279,17 +287,46 @@ class CanonicalModelAdmin(admin.ModelAdmin):
 
 @admin.register(Claim)
 class ClaimAdmin(admin.ModelAdmin):
-    list_display = ["__str__", "metric", "source_title", "published_on"]
-    list_filter = ["metric", "provider", "canonical_model"]
+    list_display = ["__str__", "metric", "workload", "source_title", "published_on"]
+    list_filter = ["metric", "workload", "provider", "canonical_model"]
     search_fields = ["source_title", "notes"]
     autocomplete_fields = ["endpoint", "provider", "canonical_model"]
 
 
 @admin.register(Workload)
 class WorkloadAdmin(admin.ModelAdmin):
-    list_display = ["slug", "name", "max_tokens", "approx_input_tokens", "requests", "enabled"]
-    list_filter = ["enabled"]
+    list_display = [
+        "slug",
+        "name",
+        "kind",
+        "answer_check",
+        "approx_input_tokens",
+        "target_output_tokens",
+        "max_tokens",
+        "requests",
+        "enabled",
+    ]
+    list_filter = ["enabled", "kind", "answer_check"]
     search_fields = ["slug", "name"]
+    fieldsets = [
+        (None, {"fields": ["slug", "name", "description", "enabled"]}),
+        ("Run", {"fields": ["kind", "requests", "answer_check", "params"]}),
+        (
+            "Prompt (generated per run from these and a seed)",
+            {
+                "fields": [
+                    "material",
+                    "approx_input_tokens",
+                    "system",
+                    "instruction",
+                    "messages",
+                    "max_tokens",
+                    "target_output_tokens",
+                    "temperature",
+                ]
+            },
+        ),
+    ]
 
 
 class ProbeForm(forms.ModelForm):
@@ -377,8 +414,9 @@ class ProbeRunAdmin(ReadOnlyAdmin):
         "output_tps",
         "e2e_ms",
         "output_tokens",
+        "role",
     ]
-    list_filter = ["status", "region", "endpoint__provider", "workload"]
+    list_filter = ["status", "region", "role", "endpoint__provider", "workload"]
     list_select_related = ["endpoint__provider", "workload"]
     # Counting a large runs table on every page load is slow; the list needs no total.
     show_full_result_count = False

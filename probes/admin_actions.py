@@ -74,6 +74,9 @@ def run_now(modeladmin, request: HttpRequest, queryset) -> None:
         except concurrency.Busy as exc:
             modeladmin.message_user(request, f"{probe}: {exc}; try again", messages.WARNING)
             continue
+        except concurrency.TooNarrow as exc:
+            modeladmin.message_user(request, f"{probe}: {exc}", messages.ERROR)
+            continue
         key = probe.endpoint.provider.resolve_key().value
         runs_url = reverse("admin:probes_proberun_changelist") + f"?probe__id__exact={probe.pk}"
         for result in outcome.results:

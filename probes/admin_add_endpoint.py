@@ -134,7 +134,7 @@ def _filled(form: AddEndpointForm, report: connection_check.ConnectionReport) ->
         data["provider_name"] = _default_name(form.cleaned_data["base_url"])
     if not data.get("model_name"):
         data["model_name"] = form.cleaned_data["model_id"]
-    proposals = onboarding.propose(report.context_tokens)
+    proposals = onboarding.propose(report.context_tokens, report.safe_concurrency)
     data.setlist("workloads", [str(p.workload.pk) for p in proposals if p.fits])
     return AddEndpointForm(data)
 
@@ -169,6 +169,7 @@ def add_endpoint_view(model_admin, request: HttpRequest) -> HttpResponse:
         request.session.pop(SESSION_KEY, None)
         form = AddEndpointForm()
     context_tokens = form.cleaned_data.get("context_tokens") if form.is_bound else None
+    slots = form.cleaned_data.get("max_concurrency") if form.is_bound else None
     chosen = {str(w.pk) for w in form.cleaned_data.get("workloads", [])} if form.is_bound else set()
     context = {
         **model_admin.admin_site.each_context(request),
@@ -176,7 +177,7 @@ def add_endpoint_view(model_admin, request: HttpRequest) -> HttpResponse:
         "opts": model_admin.model._meta,
         "form": form,
         "report": report,
-        "proposals": onboarding.propose(context_tokens) if form.is_bound else [],
+        "proposals": onboarding.propose(context_tokens, slots) if form.is_bound else [],
         "chosen": chosen,
     }
     return TemplateResponse(request, "admin/probes/add_endpoint.html", context)

@@ -139,25 +139,59 @@ class Busy(Exception):
         self.which = which
 
 
+class TooNarrow(Exception):
+    """A group needs more concurrent requests than the provider's cap allows: it can
+    never run until the cap is raised (not a reason to retry)."""
+
+
+def check_width(provider: Provider, n: int) -> None:
+    if n > provider.max_concurrency:
+        raise TooNarrow(
+            f"{n} concurrent requests need {provider.slug}'s max concurrency raised from "
+            f"{provider.max_concurrency} to at least {n}"
+        )
+
+
+def _acquire_many(client: redis.Redis, sem: Semaphore, n: int, holder: str) -> list[str] | None:
+    tokens: list[str] = []
+    for _ in range(n):
+        token = sem.acquire(client, holder)
+        if token is None:
+            for held in tokens:
+                sem.release(client, held)
+            return None
+        tokens.append(token)
+    return tokens
+
+
 @contextmanager
-def request_slot(provider: Provider, worker: str, client: redis.Redis | None = None) -> Iterator:
-    """Hold one slot of the provider's cap and one of the worker's, or raise Busy."""
+def request_slot(
+    provider: Provider, worker: str, client: redis.Redis | None = None, n: int = 1
+) -> Iterator:
+    """Hold ``n`` slots of the provider's cap and of the worker's, or raise Busy.
+
+    A parallel group holds n provider slots at once; on the worker it holds at most
+    the whole worker (nothing else streams beside it there, which keeps it accurate).
+    """
+    check_width(provider, n)
     client = client or redis_client()
     per_provider = provider_semaphore(provider)
     per_worker = worker_semaphore(worker, per_provider.lease_s)
-    worker_token = per_worker.acquire(client, worker)
-    if worker_token is None:
+    worker_tokens = _acquire_many(client, per_worker, min(n, per_worker.limit), worker)
+    if worker_tokens is None:
         raise Busy("this worker")
     try:
-        provider_token = per_provider.acquire(client, worker)
-        if provider_token is None:
+        provider_tokens = _acquire_many(client, per_provider, n, worker)
+        if provider_tokens is None:
             raise Busy(f"provider {provider.slug}")
         try:
             yield
         finally:
-            per_provider.release(client, provider_token)
+            for token in provider_tokens:
+                per_provider.release(client, token)
     finally:
-        per_worker.release(client, worker_token)
+        for token in worker_tokens:
+            per_worker.release(client, token)
 
 
 # -- 429 back-off ---------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from datetime import date, datetime
 from decimal import Decimal
 
 from django.core.exceptions import ValidationError
-from django.core.validators import MinValueValidator, URLValidator
+from django.core.validators import MaxValueValidator, MinValueValidator, URLValidator
 from django.db import models
 from django.utils import timezone
 
@@ -58,6 +58,14 @@ def validate_headers(value) -> None:
 
 
 positive = MinValueValidator(Decimal("0"))
+
+TOKEN_COUNTERS = [
+    ("", "usage, else o200k"),
+    ("llama.cpp", "llama.cpp /tokenize"),
+    ("vllm", "vLLM /tokenize"),
+    ("llama-cpp-python", "llama-cpp-python /extras/tokenize"),
+    ("ollama", "Ollama's final eval_count"),
+]
 
 
 class Provider(models.Model):
@@ -222,6 +230,19 @@ class Endpoint(models.Model):
         help_text="The model's context window as the server reports it (Test connection "
         "fills it in). Workloads that cannot fit are not applicable: greyed, never run.",
     )
+    token_counter = models.CharField(
+        "token count without usage",
+        max_length=20,
+        choices=TOKEN_COUNTERS,
+        blank=True,
+        help_text="When a stream carries no usage, ask the server's tokenizer (else o200k). "
+        "Test connection detects the route.",
+    )
+    send_min_tokens = models.BooleanField(
+        default=False,
+        help_text="Send min_tokens (vLLM, SGLang) so the answer reaches the workload's "
+        "target length; OpenAI and Anthropic reject it.",
+    )
     enabled = models.BooleanField(default=True)
     notes = models.TextField(blank=True)
     catalog_key = models.CharField(max_length=200, blank=True, editable=False, db_index=True)
@@ -288,20 +309,67 @@ class Price(models.Model):
         return (3 * self.input_per_m + self.output_per_m) / 4
 
 
+WORKLOAD_KINDS = [
+    ("single", "one request"),
+    ("cached", "cached prefix: one prompt sent twice (cold, then warm)"),
+    ("loop", "agent loop: sequential requests, each fed the previous answer"),
+    ("parallel", "concurrent requests, after one alone for comparison"),
+]
+WORKLOAD_CHECKS = [
+    ("", "none"),
+    ("json_schema", "the answer parses as JSON and follows the schema"),
+    ("tool_call", "the answer is a tool call whose arguments parse and follow the schema"),
+    ("first_sentence", "time to the end of the first sentence (a voice turn)"),
+]
+PROMPT_MATERIALS = [
+    ("prose", "numbered sections of the shipped corpus"),
+    ("code", "the shipped code sample, functions in a seeded order"),
+    ("turn", "a short spoken turn"),
+    ("puzzle", "a logic puzzle with names drawn by seed"),
+    ("fixed", "the messages below, sent as they are (providers may cache them)"),
+]
+# Requests a run group may hold: the ledger's deadline scales with it.
+MAX_GROUP_REQUESTS = 32
+
+
 class Workload(models.Model):
-    """A standard prompt. Definitions live in probes/workloads.py and are loaded here."""
+    """What to send. The suite is defined in probes/workloads.py and loaded here; the
+    admin may edit rows or add workloads (e.g. parallel-16). Each run's prompt is built
+    from these fields and a seed (probes/prompts)."""
 
     slug = models.SlugField(max_length=60, unique=True)
     name = models.CharField(max_length=100)
     description = models.TextField(blank=True)
-    messages = models.JSONField(help_text="Chat messages, OpenAI format.")
+    kind = models.CharField(max_length=10, choices=WORKLOAD_KINDS, default="single")
+    answer_check = models.CharField(max_length=20, choices=WORKLOAD_CHECKS, blank=True, default="")
+    material = models.CharField(max_length=10, choices=PROMPT_MATERIALS, default="prose")
+    system = models.TextField(blank=True, help_text="System prompt (a run nonce opens it).")
+    instruction = models.TextField(
+        blank=True, help_text="The task after the material; {words} is the target word count."
+    )
+    messages = models.JSONField(
+        default=list, blank=True, help_text="Chat messages (OpenAI format) for material 'fixed'."
+    )
+    params = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text='Check parameters: {"schema": {...}} for JSON, {"tools": [...]} for tool calls.',
+    )
     max_tokens = models.PositiveIntegerField(default=500, validators=[MinValueValidator(1)])
+    target_output_tokens = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="What the instruction asks for; a run below half of it is flagged "
+        "stopped short and not ranked on speed.",
+    )
     temperature = models.FloatField(null=True, blank=True, default=0)
-    approx_input_tokens = models.PositiveIntegerField(null=True, blank=True)
+    approx_input_tokens = models.PositiveIntegerField(
+        "input tokens (o200k target)", null=True, blank=True
+    )
     requests = models.PositiveSmallIntegerField(
         default=1,
-        validators=[MinValueValidator(1)],
-        help_text="Requests per run group (kept together under one group id).",
+        validators=[MinValueValidator(1), MaxValueValidator(MAX_GROUP_REQUESTS)],
+        help_text="Requests per run group: loop steps, concurrent requests, or 2 (cached).",
     )
     enabled = models.BooleanField(default=True)
 
@@ -310,6 +378,32 @@ class Workload(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def clean(self) -> None:
+        if self.kind == "cached" and self.requests != 2:
+            raise ValidationError({"requests": "A cached workload sends its prompt twice: 2."})
+        if self.kind == "single" and self.requests != 1:
+            raise ValidationError({"requests": "A single-request workload has 1 request."})
+        if self.material == "fixed" and not self.messages:
+            raise ValidationError({"messages": "Material 'fixed' sends these messages: add some."})
+        if self.answer_check == "json_schema" and not isinstance(self.params.get("schema"), dict):
+            raise ValidationError({"params": 'A JSON check needs {"schema": {...}}.'})
+        if self.answer_check == "tool_call" and not self.params.get("tools"):
+            raise ValidationError({"params": 'A tool-call check needs {"tools": [...]}.'})
+
+    @property
+    def is_group(self) -> bool:
+        return self.kind != "single"
+
+    @property
+    def concurrent_requests(self) -> int:
+        """Requests in flight at once: a parallel group's N, else one (a loop or a
+        cached pair sends its requests one after another)."""
+        return self.requests if self.kind == "parallel" else 1
+
+    def fits_concurrency(self, slots: int | None) -> bool:
+        """Can a server taking ``slots`` requests at once run this? (None: unknown.)"""
+        return slots is None or self.concurrent_requests <= slots
 
 
 class ProbeQuerySet(models.QuerySet):
@@ -405,6 +499,14 @@ class Claim(models.Model):
     canonical_model = models.ForeignKey(
         CanonicalModel, on_delete=models.CASCADE, null=True, blank=True, related_name="claims"
     )
+    workload = models.ForeignKey(
+        "Workload",
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="claims",
+        help_text="The use case the figure is about (code refactor, voice turn); empty: any.",
+    )
     metric = models.CharField(max_length=20, choices=CLAIM_METRICS)
     value = models.FloatField(validators=[MinValueValidator(0)])
     value_high = models.FloatField(
@@ -434,7 +536,11 @@ class Claim(models.Model):
         if self.value_high is not None and self.value_high < self.value:
             raise ValidationError({"value_high": "The upper end is below the value."})
 
-    def covers(self, endpoint: Endpoint) -> bool:
+    def covers(self, endpoint: Endpoint, workload_id: int | None = None) -> bool:
+        # A claim about one use case (workload) is shown only beside that workload's
+        # figures; a claim without one applies to any.
+        if self.workload_id is not None and self.workload_id != workload_id:
+            return False
         if self.endpoint_id:
             return self.endpoint_id == endpoint.pk
         return (
@@ -445,6 +551,9 @@ class Claim(models.Model):
 
 # The run statuses of the contract (probes/engine/contract.py), as model choices.
 STATUSES = STATUS_CHOICES
+
+
+RUN_ROLES = [("single", "single request"), ("step", "request of a group"), ("group", "group")]
 
 
 class ProbeRun(models.Model):
@@ -461,6 +570,13 @@ class ProbeRun(models.Model):
     slot_at = models.DateTimeField(null=True, blank=True)
     run_group = models.UUIDField(default=uuid.uuid4)
     request_index = models.PositiveSmallIntegerField(default=0)
+    # "single": a one-request workload; "step": one request of a group (not ranked);
+    # "group": the group's summary, which ranks (probes/groups.py).
+    role = models.CharField(max_length=8, choices=RUN_ROLES, default="single")
+    group_summary = models.JSONField(null=True, blank=True)
+    # The prompt is regenerated from the workload and this seed (probes/prompts).
+    prompt_seed = models.BigIntegerField(null=True, blank=True)
+    prompt_tokens_o200k = models.PositiveIntegerField(null=True, blank=True)
     started_at = models.DateTimeField()
 
     status = models.CharField(max_length=24, choices=STATUSES)
@@ -475,7 +591,7 @@ class ProbeRun(models.Model):
     ttfat_ms = models.FloatField(null=True, blank=True)
     e2e_ms = models.FloatField(null=True, blank=True)
     output_tokens = models.PositiveIntegerField(null=True, blank=True)
-    token_source = models.CharField(max_length=8, blank=True)
+    token_source = models.CharField(max_length=20, blank=True)
     output_tokens_o200k = models.PositiveIntegerField(null=True, blank=True)
     output_tps = models.FloatField(null=True, blank=True)
     output_tps_o200k = models.FloatField(null=True, blank=True)
@@ -494,6 +610,13 @@ class ProbeRun(models.Model):
     short_output = models.BooleanField(default=False)
     # How the engine read the body (probes/engine/fastread.py): "transport" or "aiter_raw".
     read_path = models.CharField(max_length=12, blank=True)
+    stopped_short = models.BooleanField(
+        default=False, help_text="Far below the workload's target length: not ranked on speed."
+    )
+    first_sentence_ms = models.FloatField(null=True, blank=True)
+    tool_call_ms = models.FloatField(null=True, blank=True)
+    output_valid = models.BooleanField(null=True, blank=True)
+    check_detail = models.CharField(max_length=300, blank=True)
     client_bound = models.BooleanField(
         default=False, help_text="Speed near this worker's own measured ceiling."
     )
@@ -532,6 +655,8 @@ class ProbeRun(models.Model):
             ),
             models.Index(fields=["-started_at", "-id"], name="run_recent_idx"),
             models.Index(fields=["started_at"], name="run_started_idx"),
+            # The run page lists a group's requests.
+            models.Index(fields=["run_group"], name="run_group_idx"),
         ]
 
     def __str__(self) -> str:
@@ -540,6 +665,25 @@ class ProbeRun(models.Model):
     @property
     def ok(self) -> bool:
         return self.status == "ok"
+
+    @property
+    def approx_tokens(self) -> bool:
+        """The token count is not the provider's usage (pages mark it ≈)."""
+        return self.token_source not in ("", "usage")
+
+    @property
+    def request_label(self) -> str:
+        """What this request is within its group: cold/warm, step n, alone/concurrent."""
+        if self.role == "group":
+            return "summary"
+        if self.role == "single":
+            return ""
+        kind = self.workload.kind
+        if kind == "cached":
+            return "cold" if self.request_index == 0 else "warm"
+        if kind == "parallel":
+            return "alone" if self.request_index == 0 else f"concurrent {self.request_index}"
+        return f"step {self.request_index + 1}"
 
 
 class WorkerCalibration(models.Model):

@@ -2,8 +2,9 @@
 
 The add-endpoint page (probes/admin_add_endpoint.py) tests the server
 (probes/connection_check.py), then shows `propose()`'s plan: every standard workload,
-marked fitting or not applicable for the server's context, at a concurrency the server
-can take. `create()` makes the provider, the endpoint and its probes in one transaction.
+marked fitting or not applicable for the server's context and its slots (a parallel
+workload wider than the server's concurrency could never run), at a concurrency the
+server can take. `create()` makes the provider, the endpoint and its probes in one transaction.
 """
 
 from __future__ import annotations
@@ -26,13 +27,21 @@ DEFAULT_INTERVAL_S = 300
 class ProposedProbe:
     workload: Workload
     needed_tokens: int  # context the workload's requests need, margin included
-    fits: bool
+    fits_context: bool
+    fits_slots: bool = True  # the server takes as many requests at once as it sends
+
+    @property
+    def fits(self) -> bool:
+        return self.fits_context and self.fits_slots
 
     @property
     def reason(self) -> str:
-        if self.fits:
-            return ""
-        return f"needs ~{self.needed_tokens:,} tokens of context"
+        if not self.fits_context:
+            return f"needs ~{self.needed_tokens:,} tokens of context"
+        if not self.fits_slots:
+            n = self.workload.concurrent_requests
+            return f"sends {n} requests at once: more than the server's slots"
+        return ""
 
 
 def standard_workloads() -> list[Workload]:
@@ -42,13 +51,14 @@ def standard_workloads() -> list[Workload]:
     return list(Workload.objects.filter(slug__in=slugs, enabled=True).order_by("slug"))
 
 
-def propose(context_tokens: int | None) -> list[ProposedProbe]:
-    """One proposal per standard workload, fitting ones first."""
+def propose(context_tokens: int | None, slots: int | None = None) -> list[ProposedProbe]:
+    """One proposal per standard workload, fitting ones first. ``slots``: the requests
+    the server takes at once (None: unknown, no verdict)."""
     proposals = []
     for workload in standard_workloads():
         needed = context_fit.tokens_needed(workload.approx_input_tokens, workload.max_tokens)
         fits = context_fit.fits(context_tokens, workload.approx_input_tokens, workload.max_tokens)
-        proposals.append(ProposedProbe(workload, needed, fits))
+        proposals.append(ProposedProbe(workload, needed, fits, workload.fits_concurrency(slots)))
     return sorted(proposals, key=lambda p: (not p.fits, p.workload.slug))
 
 
@@ -131,7 +141,7 @@ def create(spec: NewEndpoint) -> Created:
     )
     probes, skipped = [], []
     region = spec.region or settings.PROBE_REGION
-    for proposal in propose(spec.context_tokens):
+    for proposal in propose(spec.context_tokens, spec.max_concurrency):
         if proposal.workload not in spec.workloads:
             continue
         if not proposal.fits:

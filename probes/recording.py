@@ -34,6 +34,7 @@ from django.db import (
 )
 
 from probes.engine import RunResult, contract, sanitize
+from probes.groups import Measured
 from probes.models import Price, ProbeRun, WorkerCalibration
 from probes.redis_client import redis_client
 
@@ -45,6 +46,7 @@ DB_RETRY_FOR_S = 30.0
 
 # RunResult fields stored under the same name on ProbeRun (probes/engine/contract.py),
 # by how they are stored: text is blank, not null, when absent; flags are never null.
+# (The contract's WORKLOAD_FIELDS come from RunContext.measured, not from RunResult.)
 _STORED = {name: f for name, f in contract.ALL_RUN_FIELDS.items() if name != "status"}
 _METRIC_FIELDS = [name for name, f in _STORED.items() if f.kind in (contract.NUMBER, contract.JSON)]
 _TEXT_FIELDS = [name for name, f in _STORED.items() if f.kind == contract.TEXT]
@@ -68,6 +70,8 @@ class RunContext:
     # The worker's latest calibration, read before measuring: recording a finished run
     # must need no query but its INSERT (the database may be away by then).
     ceiling: WorkerCalibration | None = None
+    # The workload's view of the request: role in its group, prompt seed, check verdicts.
+    measured: Measured | None = None
 
 
 def run_identity(result: RunResult, ctx: RunContext) -> dict[str, Any]:
@@ -84,6 +88,17 @@ def run_identity(result: RunResult, ctx: RunContext) -> dict[str, Any]:
         started_at=result.started_at or datetime.now(UTC),
         methodology_version=str(result.methodology_version),
     )
+    m = ctx.measured
+    if m is not None:
+        fields.update(
+            role=m.role,
+            group_summary=m.group_summary,
+            prompt_seed=m.seed,
+            prompt_tokens_o200k=m.prompt_tokens_o200k,
+            output_valid=m.output_valid,
+            check_detail=m.check_detail[:300],
+            stopped_short=m.stopped_short,
+        )
     if ctx.price is not None:
         fields.update(
             price_input_per_m=ctx.price.input_per_m,

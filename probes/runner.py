@@ -1,8 +1,9 @@
-"""Run one probe slot: build the request, respect the caps, measure, record.
+"""Run one probe slot: build the requests, respect the caps, measure, record.
 
 Plain logic shared by the `run_probe` task and the admin's "Run now". A slot's requests
-(several for multi-request workloads) share one run group; a redelivered slot measures
-only the requests that are not recorded yet.
+(several for multi-request workloads: probes/groups.py) share one run group; a
+redelivered slot measures only what is not recorded yet. Each request's prompt is fresh,
+generated from a seed derived from the slot and request index (probes/prompts).
 """
 
 from __future__ import annotations
@@ -11,11 +12,19 @@ import logging
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from django.conf import settings
 
-from probes import concurrency, recording
-from probes.engine import Limits, Prices, ProbeRequest, RunResult, measure_sync
+from probes import concurrency, groups, prompts, recording, workloads
+from probes.engine import (
+    Limits,
+    Prices,
+    ProbeRequest,
+    RunResult,
+    measure_all_sync,
+    measure_sync,
+)
 from probes.models import Price, Probe, ProbeRun
 
 log = logging.getLogger(__name__)
@@ -39,38 +48,58 @@ class SlotOutcome:
     run_group: uuid.UUID | None = None  # the stored runs' group (ProbeRun.run_group)
 
 
+def _prices(price: Price | None) -> Prices | None:
+    if price is None:
+        return None
+    return Prices(
+        input_per_m=float(price.input_per_m),
+        cached_input_per_m=(
+            None if price.cached_input_per_m is None else float(price.cached_input_per_m)
+        ),
+        output_per_m=float(price.output_per_m),
+    )
+
+
 def build_request(
-    probe: Probe, price: Price | None, api_key: str | None, max_total_s: float | None = None
+    probe: Probe,
+    price: Price | None,
+    api_key: str | None,
+    max_total_s: float | None = None,
+    messages: list[dict[str, Any]] | None = None,
+    extra_body: dict[str, Any] | None = None,
+    extra_headers: dict[str, str] | None = None,
+    include_text: bool = False,
 ) -> ProbeRequest:
+    """The request for one of the probe's runs; ``messages`` default to request 0's."""
     endpoint, workload = probe.endpoint, probe.workload
     provider = endpoint.provider
-    prices = None
-    if price is not None:
-        prices = Prices(
-            input_per_m=float(price.input_per_m),
-            cached_input_per_m=(
-                None if price.cached_input_per_m is None else float(price.cached_input_per_m)
-            ),
-            output_per_m=float(price.output_per_m),
-        )
+    if messages is None:
+        spec = workloads.prompt_spec(workload)
+        messages = prompts.build(spec, workloads.seed_for(f"probe/{probe.pk}/manual"))
+    body = dict(extra_body or {})
+    if endpoint.send_min_tokens and workload.target_output_tokens:
+        body["min_tokens"] = min(workload.target_output_tokens, workload.max_tokens)
+    body.update(endpoint.extra_body or {})  # the operator's settings win
     return ProbeRequest(
         api=provider.api_style,
         base_url=provider.base_url,
         model=endpoint.model_id,
         api_key=api_key,
-        messages=workload.messages,
+        messages=messages,
         max_tokens=probe.effective_max_tokens,
         temperature=workload.temperature,
-        extra_headers=dict(provider.extra_headers or {}),
-        extra_body=dict(endpoint.extra_body or {}),
+        extra_headers={**(extra_headers or {}), **(provider.extra_headers or {})},
+        extra_body=body,
         limits=Limits(
             connect_s=provider.connect_timeout_s,
             first_token_s=provider.first_token_timeout_s,
             stall_s=provider.stall_timeout_s,
             total_s=min(provider.total_timeout_s, max_total_s or provider.total_timeout_s),
         ),
-        prices=prices,
+        prices=_prices(price),
         min_speed_tokens=settings.MIN_SPEED_TOKENS,
+        include_text=include_text,
+        token_counter=endpoint.token_counter or None,
     )
 
 
@@ -114,7 +143,8 @@ def run_slot(
     """Measure and record the slot's requests that are not recorded yet.
 
     Raises concurrency.Busy (no free slot under a cap: try again shortly) and
-    BackingOff (the provider asked us to wait) before measuring anything.
+    BackingOff (the provider asked us to wait) before measuring anything, and
+    concurrency.TooNarrow when a parallel workload needs more than the provider's cap.
     """
     endpoint = probe.endpoint
     provider = endpoint.provider
@@ -131,17 +161,26 @@ def run_slot(
     group = run_group_for(probe.pk, slot_at)
     outcome = SlotOutcome(results=[], already_recorded=len(done), run_group=group)
     ceiling = recording.latest_calibration(worker)
+    price = endpoint.price_at(datetime.now(UTC))
+    # Seeds come from the run's identity: fresh per slot, the same on redelivery.
+    identity = f"{probe.pk}/{slot_at.isoformat()}" if slot_at else str(group)
     key = provider.resolve_key()
     problem = key.problem or missing_key(provider, key)
-    for index in range(probe.workload.requests):
-        if index in done:
-            continue
-        price = endpoint.price_at(datetime.now(UTC))
-        if problem:
-            result = unsent(probe, problem)
-        else:
-            with concurrency.request_slot(provider, worker):
-                result = measure_sync(build_request(probe, price, key.value, max_total_s))
+
+    def new_request(messages, body, headers, include_text) -> ProbeRequest:
+        return build_request(
+            probe, price, key.value, max_total_s, messages, body, headers, include_text
+        )
+
+    def measure_one(req: ProbeRequest) -> RunResult:
+        with concurrency.request_slot(provider, worker):
+            return measure_sync(req)
+
+    def measure_many(reqs: list[ProbeRequest]) -> list[RunResult]:
+        with concurrency.request_slot(provider, worker, n=len(reqs)):
+            return measure_all_sync(reqs)
+
+    def sink(m: groups.Measured) -> None:
         ctx = recording.RunContext(
             endpoint_id=endpoint.pk,
             workload_id=probe.workload_id,
@@ -150,17 +189,45 @@ def run_slot(
             probe_id=probe.pk,
             slot_at=slot_at,
             run_group=group,
-            request_index=index,
+            request_index=m.index,
             price=price,
             ceiling=ceiling,
+            measured=m,
         )
-        if recording.record(result, ctx, retry_db_for_s) == "spooled":
+        if recording.record(m.result, ctx, retry_db_for_s) == "spooled":
             outcome.spooled += 1
-        outcome.results.append(result)
-        if problem:
-            break  # one run says why; the slot's other requests would say the same
-        if result.status == "rate_limited":
-            concurrency.back_off(provider, result.retry_after_s)
-            log.info("%s: 429, backing off %s", provider.slug, provider.backoff_until)
-            break
+        if m.role != "group":
+            outcome.results.append(m.result)
+
+    if problem:
+        # One stored run says why nothing was sent; a group's says it as its summary,
+        # so the failure counts where the group would have ranked.
+        single = probe.workload.kind == "single"
+        index = 0 if single else groups.group_size(probe.workload)
+        if index not in done:
+            measured = groups.Measured(
+                index, "single" if single else "group", unsent(probe, problem)
+            )
+            sink(measured)
+            if not single:  # sink lists requests only; here the summary is the run
+                outcome.results.append(measured.result)
+        return outcome
+    if probe.workload.kind == "parallel":  # before the baseline, not after it
+        concurrency.check_width(provider, probe.workload.requests)
+    groups.run(
+        groups.Plan(
+            workload=probe.workload,
+            api=provider.api_style,
+            new_request=new_request,
+            seed_of=lambda index: workloads.seed_for(f"{identity}/{index}"),
+            measure_one=measure_one,
+            measure_many=measure_many,
+            sink=sink,
+            done=done,
+        )
+    )
+    limited = next((r for r in outcome.results if r.status == "rate_limited"), None)
+    if limited is not None:
+        concurrency.back_off(provider, limited.retry_after_s)
+        log.info("%s: 429, backing off %s", provider.slug, provider.backoff_until)
     return outcome

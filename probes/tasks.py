@@ -161,6 +161,12 @@ def run_probe(self, probe_id: int, slot_iso: str | None = None) -> dict | None:
             max_retries=None,
             expires=self.request.expires,
         ) from None
+    except concurrency.TooNarrow as narrow:
+        # Retrying cannot help until an operator raises the cap: say so on the ledger.
+        log.warning("Probe %s slot %s skipped: %s", probe_id, slot_iso, narrow)
+        if slot_at is not None:
+            _settle_quietly(ledger.mark_skipped, probe.pk, slot_at, str(narrow))
+        return None
     except runner.BackingOff as backing_off:
         expires = self.request.expires and datetime.fromisoformat(self.request.expires)
         if expires and backing_off.until >= expires:

@@ -26,6 +26,8 @@ CONTEXT_COLUMNS = {
     "slot_at",
     "run_group",
     "request_index",
+    "role",  # single request, a request of a group, or the group's summary
+    "group_summary",
     "started_at",
     "client_bound",
     "price_input_per_m",
@@ -37,16 +39,18 @@ CONTEXT_COLUMNS = {
 
 def test_every_probe_run_column_is_in_the_contract_or_says_where_a_run_belongs():
     columns = {f.name for f in ProbeRun._meta.concrete_fields}
-    assert columns - CONTEXT_COLUMNS == set(contract.ALL_RUN_FIELDS)
+    assert columns - CONTEXT_COLUMNS == {*contract.ALL_RUN_FIELDS, *contract.WORKLOAD_FIELDS}
 
 
 def test_the_engine_result_carries_every_field_of_the_contract():
     result_fields = {f.name for f in dataclasses.fields(RunResult)}
     assert set(contract.ALL_RUN_FIELDS) <= result_fields
+    # What the workload's checks judge is not the engine's to fill in.
+    assert not set(contract.WORKLOAD_FIELDS) & result_fields
 
 
 def test_every_field_has_a_definition_and_a_direction_that_reads():
-    for name, field in contract.ALL_RUN_FIELDS.items():
+    for name, field in {**contract.ALL_RUN_FIELDS, **contract.WORKLOAD_FIELDS}.items():
         assert field.definition.strip(), name
         assert field.better in (None, "higher", "lower"), name
         assert field.kind in (contract.NUMBER, contract.TEXT, contract.FLAG, contract.JSON)
@@ -56,7 +60,7 @@ def test_every_field_has_a_definition_and_a_direction_that_reads():
 
 
 def test_the_runs_api_and_csv_give_every_shown_field_and_describe_it():
-    shown = {*contract.OUTCOME_FIELDS, *contract.RUN_FIELDS}
+    shown = {*contract.OUTCOME_FIELDS, *contract.RUN_FIELDS, *contract.WORKLOAD_FIELDS}
     assert shown <= set(api.RUN_COLUMNS)
     properties = openapi._run()["properties"]
     for name in shown:
@@ -93,7 +97,8 @@ def test_the_speed_rule_takes_its_threshold_as_a_parameter():
 @pytest.mark.django_db
 def test_the_methodology_page_defines_every_field_status_and_the_version(client):
     page = client.get(reverse("methodology")).content.decode()
-    for name in {*contract.OUTCOME_FIELDS, *contract.RUN_FIELDS} - {"status"}:
+    shown = {*contract.OUTCOME_FIELDS, *contract.RUN_FIELDS, *contract.WORKLOAD_FIELDS}
+    for name in shown - {"status"}:
         assert f'id="{name}"' in page, name
     for status in contract.STATUSES:
         assert f'id="status-{status}"' in page, status

@@ -33,10 +33,11 @@ SEASON_DAYS = 7
 
 def usable_runs(metric: str) -> Q:
     """Runs that count for a per-run metric: failed runs never enter latency or speed
-    statistics, and short outputs are left out of speed (metrics.md)."""
-    q = Q(status="ok", **{f"{metric}__isnull": False})
+    statistics, and short outputs are left out of speed (metrics.md). A run group's
+    requests ("step") do not count on their own: its summary row does, as in rollups."""
+    q = Q(status="ok", **{f"{metric}__isnull": False}) & ~Q(role="step")
     if metric in SPEED_METRICS:
-        q &= Q(short_output=False)
+        q &= Q(short_output=False, stopped_short=False)
     return q
 
 
@@ -50,6 +51,7 @@ def _runs(scope: Q, ranges: list[tuple[datetime, datetime]]):
         when |= Q(started_at__gte=start, started_at__lt=end)
     return (
         ProbeRun.objects.filter(scope, when)
+        .exclude(role="step")  # a group counts once, by its summary row (as in rollups)
         .order_by()
         .values_list("endpoint_id", "workload_id", "region")
     )

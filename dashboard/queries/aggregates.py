@@ -263,11 +263,24 @@ def with_raw_tail(
     runs in [raw_from, now]."""
     out = dict(base)
     n = len(fields)
-    raw = ProbeRun.objects.filter(scope, started_at__gte=raw_from, started_at__lte=now).values_list(
-        *fields, "started_at", "status", "short_output", "output_tokens", "cost_usd", *metrics
+    # As the rollups: a group's requests ("step") do not rank, its summary row does.
+    raw = (
+        ProbeRun.objects.filter(scope, started_at__gte=raw_from, started_at__lte=now)
+        .exclude(role="step")
+        .values_list(
+            *fields,
+            "started_at",
+            "status",
+            "short_output",
+            "output_tokens",
+            "cost_usd",
+            "stopped_short",
+            *metrics,
+        )
     )
     for row in raw:
-        started, status, short, tokens, cost = row[n : n + 5]
+        started, status, short, tokens, cost, stopped_short = row[n : n + 6]
+        short = short or stopped_short  # neither ranks on speed
         key = (tuple(row[:n]), bucket_of(started, bucket))
         agg = out.get(key) or out.setdefault(key, Agg())
         agg.runs += 1
@@ -278,7 +291,7 @@ def with_raw_tail(
         if status != "ok":
             continue  # failed runs count for availability, never for latency or speed
         agg.ok_runs += 1
-        for metric, value in zip(metrics, row[n + 5 :], strict=True):
+        for metric, value in zip(metrics, row[n + 6 :], strict=True):
             if short and metric in SPEED_METRICS:
                 continue  # too short to rank on speed (the contract's rule)
             agg.add_value(metric, value)

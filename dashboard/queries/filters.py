@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
-from django.db.models import Count
+from django.db.models import Case, Count, Value, When
 
 from dashboard.definitions import METRICS
 from dashboard.queries.aggregates import (
@@ -19,6 +19,7 @@ from dashboard.queries.aggregates import (
 )
 from probes.engine.contract import STATUSES
 from probes.models import CanonicalModel, Probe, Workload
+from probes.workloads import DEFAULT_SLUG, canonical_slug
 
 SORT_KEYS = (
     "output_tps",
@@ -84,6 +85,12 @@ def one_of(name: str, value: str, allowed: Iterable[str]) -> str:
     return value
 
 
+def workload_param(value: str) -> str:
+    """A workload slug from a URL; old slugs (chat-1k, short) name their successors."""
+    slugs = list(Workload.objects.values_list("slug", flat=True))
+    return one_of("workload", value if value in slugs else canonical_slug(value), slugs)
+
+
 def regions() -> list[str]:
     """Regions probes run from. Read from Probe, not from runs or rollups: a DISTINCT
     over millions of rows on every page view would cost more than the page."""
@@ -91,17 +98,21 @@ def regions() -> list[str]:
 
 
 def default_workload() -> str:
-    """The home page's workload: settings.DEFAULT_WORKLOAD (chat-1k out of the box).
+    """The home page's workload: settings.DEFAULT_WORKLOAD (standard-1k out of the box;
+    an old slug such as chat-1k names its successor).
 
     A setting, not "what most probes run": adding a few probes of another workload must
     not switch the board to it. Only when that workload does not exist here does the
-    one most probes run stand in.
+    one most probes run stand in (the headline workload winning ties).
     """
-    if Workload.objects.filter(slug=settings.DEFAULT_WORKLOAD).exists():
-        return settings.DEFAULT_WORKLOAD
+    setting = settings.DEFAULT_WORKLOAD
+    for wanted in dict.fromkeys([setting, canonical_slug(setting)]):
+        if Workload.objects.filter(slug=wanted).exists():
+            return wanted
+    headline = Case(When(slug=DEFAULT_SLUG, then=Value(0)), default=Value(1))
     slug = (
-        Workload.objects.annotate(n=Count("probes"))
-        .order_by("-n", "slug")
+        Workload.objects.annotate(n=Count("probes"), headline=headline)
+        .order_by("-n", "headline", "slug")
         .values_list("slug", flat=True)
         .first()
     )
@@ -116,7 +127,7 @@ def parse_filters(params: Mapping[str, str], windows: Mapping[str, timedelta] | 
         one_of("model", model, [ALL, *CanonicalModel.objects.values_list("slug", flat=True)])
     workload = params.get("workload") or default_workload()
     if workload:
-        one_of("workload", workload, Workload.objects.values_list("slug", flat=True))
+        workload = workload_param(workload)
     window = one_of("window", params.get("window") or DEFAULT_WINDOW, windows)
     region = params.get("region") or ALL
     if region != ALL:
@@ -150,8 +161,7 @@ def parse_history_filters(params: Mapping[str, str]) -> HistoryFilters:
     slug = params.get("workload") or (ALL if "workload" in params else default_workload())
     workload = None
     if slug and slug != ALL:
-        one_of("workload", slug, Workload.objects.values_list("slug", flat=True))
-        workload = Workload.objects.get(slug=slug)
+        workload = Workload.objects.get(slug=workload_param(slug))
     region = params.get("region") or ALL
     if region != ALL:
         one_of("region", region, [ALL, *regions()])

@@ -163,8 +163,11 @@ def current_prices(endpoint_ids: Iterable[int], today=None) -> dict[int, Price]:
     return {p.endpoint_id: p for p in prices}
 
 
-def claims_for(endpoints: list[Endpoint]) -> dict[int, list[Claim]]:
-    """Claims covering each endpoint: named for it, or for its provider and model."""
+def claims_for(
+    endpoints: list[Endpoint], workload: Workload | None = None
+) -> dict[int, list[Claim]]:
+    """Claims covering each endpoint: named for it, or for its provider and model; a
+    claim about a use case only when its workload is the one shown."""
     if not endpoints:
         return {}
     # A superset in one simple query (an OR per endpoint makes a slow query to build),
@@ -179,13 +182,19 @@ def claims_for(endpoints: list[Endpoint]) -> dict[int, list[Claim]]:
             )
         )
     )
-    return {e.pk: [c for c in candidates if c.covers(e)] for e in endpoints}
+    workload_id = workload.pk if workload is not None else None
+    return {e.pk: [c for c in candidates if c.covers(e, workload_id)] for e in endpoints}
 
 
 def best_claims(claims: list[Claim], agg: Agg) -> list[ClaimVsMeasured]:
-    """One claim per metric, the newest (published_on, then id), beside our median."""
+    """One claim per metric beside our median: the most specific (about the workload,
+    then about the endpoint), then the newest (published_on, then id)."""
     chosen: dict[str, Claim] = {}
-    for c in sorted(claims, key=lambda c: (c.endpoint_id is not None, c.published_on or 0, c.pk)):
+
+    def rank(c: Claim) -> tuple:
+        return (c.workload_id is not None, c.endpoint_id is not None, c.published_on or 0, c.pk)
+
+    for c in sorted(claims, key=rank):
         chosen[c.metric] = c
     return [
         ClaimVsMeasured(metric, claim, agg.percentile(metric, 50))
@@ -245,7 +254,7 @@ def leaderboard(filters: Filters, now: datetime | None = None) -> Leaderboard:
         Endpoint.objects.select_related("provider", "canonical_model").filter(pk__in=shown_ids)
     )
     prices = current_prices(shown_ids, now.date())
-    claims = claims_for(shown)
+    claims = claims_for(shown, workload)
     rows = []
     for e in shown:
         if e.pk in not_applicable:

@@ -54,9 +54,13 @@ RUN_COLUMNS = [
     "model_id",
     "workload",
     "region",
+    "run_group",
+    "request_index",
+    "role",
     *contract.OUTCOME_FIELDS,
     "client_bound",
     *contract.RUN_FIELDS,
+    *contract.WORKLOAD_FIELDS,
     "methodology_version",
 ]
 
@@ -215,7 +219,17 @@ def _r(value: float | None, digits: int = 2) -> float | None:
 
 # ------------------------------------------------------------------------------ runs
 
-RUN_FILTERS = ["endpoint", "provider", "model", "workload", "region", "status", "since", "until"]
+RUN_FILTERS = [
+    "endpoint",
+    "provider",
+    "model",
+    "workload",
+    "role",
+    "region",
+    "status",
+    "since",
+    "until",
+]
 
 
 def filter_runs(params: Mapping[str, str]):
@@ -236,10 +250,11 @@ def filter_runs(params: Mapping[str, str]):
         )
         runs = runs.filter(endpoint__canonical_model__slug=slug)
     if params.get("workload"):
-        slug = query_filters.one_of(
-            "workload", params["workload"], Workload.objects.values_list("slug", flat=True)
+        runs = runs.filter(workload__slug=query_filters.workload_param(params["workload"]))
+    if params.get("role"):
+        runs = runs.filter(
+            role=query_filters.one_of("role", params["role"], ("single", "step", "group"))
         )
-        runs = runs.filter(workload__slug=slug)
     if params.get("region"):
         runs = runs.filter(
             region=query_filters.one_of("region", params["region"], query_filters.regions())
@@ -274,10 +289,15 @@ def run_as_dict(run: ProbeRun) -> dict:
         "model_id": e.model_id,
         "workload": run.workload.slug,
         "region": run.region,
+        # A group's requests share run_group; the "group" row is its ranked summary.
+        "run_group": str(run.run_group),
+        "request_index": run.request_index,
+        "role": run.role,
+        "group_summary": run.group_summary,
         "client_bound": run.client_bound,
         "methodology_version": run.methodology_version,
     }
-    for name in (*contract.OUTCOME_FIELDS, *contract.RUN_FIELDS):
+    for name in (*contract.OUTCOME_FIELDS, *contract.RUN_FIELDS, *contract.WORKLOAD_FIELDS):
         value = getattr(run, name)
         data[name] = float(value) if value is not None and name.endswith("cost_usd") else value
     return data

@@ -89,7 +89,8 @@ def _run() -> dict:
             "description": "; ".join(f"{k}: {v}" for k, v in STATUS_MEANINGS.items()),
         },
     }
-    for name, field in {**contract.OUTCOME_FIELDS, **contract.RUN_FIELDS}.items():
+    shown = {**contract.OUTCOME_FIELDS, **contract.RUN_FIELDS, **contract.WORKLOAD_FIELDS}
+    for name, field in shown.items():
         props.setdefault(name, {"description": field.definition})
     return {"type": "object", "properties": props}
 

@@ -157,6 +157,7 @@ def lifetime_status_counts(now: datetime | None = None) -> dict[Series, dict[str
         )
     recent = (
         ProbeRun.objects.filter(started_at__gte=plan.raw_from, started_at__lte=now)
+        .exclude(role="step")
         .values_list("endpoint_id", "workload_id", "region", "status")
         .annotate(n=Count("id"))
         .order_by()

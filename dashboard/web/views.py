@@ -153,7 +153,7 @@ def _history_page(
     context.update(subject=subject, kind=kind, endpoints=endpoints, runs=runs, **extra)
     if kind == "endpoint":
         (endpoint,) = endpoints
-        claims = leaderboards.claims_for(endpoints)[endpoint.pk]
+        claims = leaderboards.claims_for(endpoints, context["filters"].workload)[endpoint.pk]
         context["claims"] = leaderboards.best_claims(claims, context["totals"])
     return render(request, "dashboard/history_page.html", context)
 
@@ -215,9 +215,20 @@ def run_page(request: HttpRequest, pk: int) -> HttpResponse:
         ("Output speed (tok/s)", run.output_tps, run.server_output_tps),
     ]
     fields = [(name, getattr(run, name), text) for name, text in RUN_FIELDS.items()]
+    members = []
+    if run.role != "single":
+        members = list(
+            ProbeRun.objects.filter(run_group=run.run_group)
+            .select_related("workload")
+            .order_by("request_index")
+        )
+    summary_row = next((m for m in members if m.role == "group"), None)
     context = {
         "run": run,
         "fields": fields,
+        "members": members,
+        "summary": summary_row.group_summary if summary_row else None,
+        "summary_run": summary_row,
         "timings": timings,
         "timeline_chart": charts.token_timeline(run.timeline) if run.timeline else None,
         "gap_chart": charts.gap_histogram(run.timeline) if len(gaps) > 1 else None,
@@ -247,7 +258,11 @@ def methodology(request: HttpRequest) -> HttpResponse:
         "aggregated": ROLLUP_METRICS,
         "run_fields": [
             f
-            for f in (*contract.OUTCOME_FIELDS.values(), *contract.RUN_FIELDS.values())
+            for f in (
+                *contract.OUTCOME_FIELDS.values(),
+                *contract.RUN_FIELDS.values(),
+                *contract.WORKLOAD_FIELDS.values(),
+            )
             if f.name != "status"  # statuses have their own section
         ],
         "methodology_version": contract.METHODOLOGY_VERSION,

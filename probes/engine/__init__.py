@@ -4,7 +4,7 @@ from probes.engine import ProbeRequest, measure_sync
 result = measure_sync(ProbeRequest(api="openai-chat", base_url=URL, model=ID))
 """
 
-from .client import measure, measure_sync
+from .client import measure, measure_all, measure_all_sync, measure_sync
 from .contract import METHODOLOGY_VERSION, MIN_SPEED_TOKENS, RETRYABLE_STATUSES, STATUSES
 from .request import APIS, Limits, Prices, ProbeRequest
 from .result import RunResult
@@ -20,5 +20,7 @@ __all__ = [
     "ProbeRequest",
     "RunResult",
     "measure",
+    "measure_all",
+    "measure_all_sync",
     "measure_sync",
 ]

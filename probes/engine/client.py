@@ -29,7 +29,7 @@ from typing import Any
 
 import httpx
 
-from . import bounded, fastread, http_errors, sanitize, tokens
+from . import bounded, fastread, http_errors, sanitize, tokenize, tokens
 from .dialects import StreamRecorder, new_recorder
 from .fastread import ResponseTooLarge
 from .metrics import fill_metrics, stream_counts
@@ -131,6 +131,7 @@ class _Measurement:
         self._cpu_ms: float | None = None
         self.read_path: str | None = None  # "transport" (fastread) or "aiter_raw"
         self.warmup_error: str | None = None  # why the warm-up GET was given up
+        self.tokenize_error: str | None = None
 
     # httpx/httpcore call this at each connection and request phase.
     async def _trace(self, name: str, info: dict[str, Any]) -> None:
@@ -174,8 +175,32 @@ class _Measurement:
                 counts = None
         finally:
             _gc_exit()
-        self._finish(counts)
+        server_count = await self._server_count()
+        self._finish(counts, server_count)
         return result
+
+    async def _server_count(self) -> tuple[int, str] | None:
+        """Output tokens by the server's own count, when the stream had no usage."""
+        method, rec = self.req.token_counter, self.rec
+        if method is None or not self.streamed:
+            return None
+        usage = rec.normalized_usage()
+        if usage and usage.get("completion_tokens") is not None:
+            return None  # usage is the better source
+        if method == "ollama":
+            return (rec.eval_count, "ollama") if rec.eval_count is not None else None
+        texts = ["".join(rec.answer_parts), "".join(rec.reasoning_parts), "".join(rec.tool_parts)]
+        headers = {
+            k: v for k, v in self.req.headers().items() if k not in ("accept", "content-type")
+        }
+        try:
+            n = await tokenize.count_texts(
+                method, self.req.base_url, self.req.model, texts, headers=headers
+            )
+        except tokenize.TokenizeError as exc:
+            self.tokenize_error = http_errors.short(str(exc))
+            return None
+        return n, method
 
     async def _warm_up(self, client: httpx.AsyncClient) -> None:
         """Open the connection with a cheap GET, bounded in time and bytes: a server that
@@ -367,7 +392,7 @@ class _Measurement:
         else:
             self.failure = ("protocol_error", "server answered with JSON, not an event stream")
 
-    def _finish(self, counts: Any) -> None:
+    def _finish(self, counts: Any, server_count: tuple[int, str] | None = None) -> None:
         result, rec = self.result, self.rec
         result.connect_ms = self._connect_ms
         result.cold_connection = (not self.req.warm) or self._measured_request_connected
@@ -382,10 +407,13 @@ class _Measurement:
                 include_text=self.req.include_text,
                 counts=counts,
                 min_speed_tokens=self.req.min_speed_tokens,
+                server_count=server_count,
             )
         except Exception as exc:  # provider values no rule foresaw: the run still ends
             rec.protocol_error = rec.protocol_error or _unreadable(exc)
         if result.stream is not None:
+            if self.tokenize_error is not None:
+                result.stream["tokenize_error"] = self.tokenize_error
             result.stream["incomplete_event_discarded"] = self.parser.incomplete_event_discarded
             # Process CPU from t0 to the end of the read loop (all streams of the process).
             result.stream["client_cpu_ms"] = self._cpu_ms
@@ -438,9 +466,19 @@ async def measure(req: ProbeRequest) -> RunResult:
     return await _Measurement(req).run()
 
 
+async def measure_all(reqs: list[ProbeRequest]) -> list[RunResult]:
+    """Stream every request at once (a parallel workload); results in the same order."""
+    return list(await asyncio.gather(*(measure(req) for req in reqs)))
+
+
 def measure_sync(req: ProbeRequest) -> RunResult:
     """``measure`` on a fresh event loop (safe in a Celery prefork worker or a script).
 
     Called from inside a running loop, it runs on a helper thread with its own loop.
     """
     return bounded.run_sync(lambda: measure(req))
+
+
+def measure_all_sync(reqs: list[ProbeRequest]) -> list[RunResult]:
+    """``measure_all`` on a fresh event loop, like ``measure_sync``."""
+    return bounded.run_sync(lambda: measure_all(reqs))

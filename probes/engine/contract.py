@@ -151,9 +151,18 @@ _MEASURED = (
         "tokens",
         None,
         "Tokens generated, reasoning included: the provider's usage figure when reported "
-        "(last value), else our own o200k count.",
+        "(last value); without usage, the server's own tokenizer when the endpoint names "
+        "one; else our own o200k count. Pages mark counts not from usage ≈.",
     ),
-    RunField("token_source", "", None, "usage (the provider's count) or o200k (our count).", TEXT),
+    RunField(
+        "token_source",
+        "",
+        None,
+        "usage (the provider's count); llama.cpp, vllm or llama-cpp-python (the server's "
+        "tokenize route counted the streamed text); ollama (its final eval_count); o200k "
+        "(our count: can be far off the model's tokenizer).",
+        TEXT,
+    ),
     RunField(
         "output_tokens_o200k",
         "tokens",
@@ -234,6 +243,20 @@ _MEASURED = (
     RunField("server_decode_ms", "ms", "lower", "Provider-reported generation time."),
     RunField("server_total_ms", "ms", "lower", "Provider-reported total time."),
     RunField("server_output_tps", "tokens/s", "higher", "Provider-reported output speed."),
+    RunField(
+        "first_sentence_ms",
+        "ms",
+        "lower",
+        "Request start → the output event that ends the first sentence (. ! or ? then a "
+        "space or the end of the text): when a voice assistant can start speaking.",
+    ),
+    RunField(
+        "tool_call_ms",
+        "ms",
+        "lower",
+        "Request start → the last tool-call delta: when the call is complete and a client "
+        "can act on it.",
+    ),
 )
 
 # How a run ended, shown before what it measured.
@@ -277,9 +300,55 @@ _RAW = (
     ),
 )
 
+# What the observatory judges of a run from its workload (probes/groups.py,
+# probes/checks.py) once the engine has measured it: stored and shown with the run, but
+# not engine output (RunResult does not carry them).
+_WORKLOAD = (
+    RunField(
+        "stopped_short",
+        "",
+        None,
+        "Fewer than half the output tokens the workload's instruction asks for: kept, but "
+        "left out of speed rankings (a short answer is not a speed).",
+        FLAG,
+    ),
+    RunField(
+        "output_valid",
+        "",
+        None,
+        "Structured workloads: the answer parses as JSON and follows the schema "
+        "(json-schema), or is a call of a defined tool whose arguments parse and follow its "
+        "schema (tool-call). Empty when the workload checks nothing.",
+        FLAG,
+    ),
+    RunField(
+        "check_detail",
+        "",
+        None,
+        "Why an answer failed its check, e.g. which schema rule it broke.",
+        TEXT,
+    ),
+    RunField(
+        "prompt_seed",
+        "",
+        None,
+        "The seed the prompt was generated from (with the workload): the text is not "
+        "stored, it is regenerated from this. Agent-loop steps after the first also carry "
+        "the model's earlier answers.",
+    ),
+    RunField(
+        "prompt_tokens_o200k",
+        "tokens",
+        None,
+        "Our o200k count of the prompt we sent (input_tokens is the provider's count of "
+        "the same prompt).",
+    ),
+)
+
 RUN_FIELDS: dict[str, RunField] = {f.name: f for f in _MEASURED}
 OUTCOME_FIELDS: dict[str, RunField] = {f.name: f for f in _OUTCOME}
 RAW_FIELDS: dict[str, RunField] = {f.name: f for f in _RAW}
+WORKLOAD_FIELDS: dict[str, RunField] = {f.name: f for f in _WORKLOAD}
 # Everything the engine records per run (plus methodology_version).
 ALL_RUN_FIELDS: dict[str, RunField] = {**OUTCOME_FIELDS, **RUN_FIELDS, **RAW_FIELDS}
 

@@ -9,6 +9,7 @@ that keeps failed runs out of the statistics.
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 from . import sanitize, tokens
@@ -19,6 +20,9 @@ from .result import RunResult
 
 _OUTPUT = frozenset("art")
 _ANSWER = frozenset("at")
+# A sentence ends at . ! or ? followed by whitespace, or at the end of the text so far
+# (a speech engine can start speaking it then).
+_SENTENCE_END = re.compile(r"[.!?](?:[\s\"')\]]|$)")
 
 
 def percentile(sorted_values: list[float], q: float) -> float:
@@ -46,11 +50,13 @@ def fill_metrics(
     include_text: bool,
     counts: tokens.Counts | None = None,
     min_speed_tokens: int = MIN_SPEED_TOKENS,
+    server_count: tuple[int, str] | None = None,
 ) -> None:
     """Fill ``result``'s metric fields from the recorder's timeline.
 
     ``counts`` are the stream's o200k counts (see ``stream_counts``); computed here if
-    not given.
+    not given. ``server_count`` is (output tokens, method) from the server's own
+    tokenizer, used when the stream carried no usage (probes/engine/tokenize.py).
     """
     t, ch = rec.t, rec.ch
     out_idx = [i for i, c in enumerate(ch) if c in _OUTPUT]
@@ -90,6 +96,8 @@ def fill_metrics(
         completion = usage.get("completion_tokens") if usage else None
         if completion is not None:
             result.output_tokens, result.token_source = completion, "usage"
+        elif server_count is not None:
+            result.output_tokens, result.token_source = server_count
         else:
             result.output_tokens, result.token_source = visible_o200k, "o200k"
     if usage:
@@ -146,6 +154,7 @@ def fill_metrics(
         result.cost_usd = round(cost, 10)
 
     fill_server_timing(result, rec.server_timing, usage)
+    _fill_task_timings(result, rec, t0)
 
     result.timeline = {
         "t_us": [(x - t0) // 1000 for x in t],
@@ -172,6 +181,25 @@ def fill_metrics(
         "hidden_reasoning": hidden_reasoning,
         **rec.provider_extra,
     }
+
+
+def _fill_task_timings(result: RunResult, rec: StreamRecorder, t0: int) -> None:
+    """When the first sentence ended (a voice turn) and when a tool call was complete."""
+    t, ch, pieces = rec.t, rec.ch, rec.pieces
+    for i, c in enumerate(ch):
+        # A terminator at a piece's end counts at once: a speech engine would not wait
+        # for the next piece (so "3." of "3.5" split across pieces counts too: rare).
+        if c == "a" and _SENTENCE_END.search(pieces[i] or ""):
+            result.first_sentence_ms = _ms(t[i] - t0)
+            break
+    if rec.tool_names:
+        last_tool = max((i for i, c in enumerate(ch) if c == "t"), default=None)
+        if last_tool is not None:
+            result.tool_call_ms = _ms(t[last_tool] - t0)
+        result.tool_calls = [
+            {"name": name, "arguments": "".join(args)}
+            for name, args in zip(rec.tool_names, rec.tool_args, strict=False)
+        ]
 
 
 async def stream_counts(rec: StreamRecorder) -> tokens.Counts:

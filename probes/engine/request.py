@@ -11,6 +11,9 @@ from . import dialects
 from .contract import MIN_SPEED_TOKENS
 from .dialects import APIS
 
+# probes/engine/tokenize.METHODS (kept here too so a request validates without httpx).
+TOKEN_COUNTERS = ("llama.cpp", "vllm", "llama-cpp-python", "ollama")
+
 
 @dataclass(frozen=True)
 class Limits:
@@ -59,6 +62,9 @@ class ProbeRequest:
     # Fewer output tokens than this: the run keeps its TTFT but is flagged short_output
     # (the observatory passes its MIN_SPEED_TOKENS setting).
     min_speed_tokens: int = MIN_SPEED_TOKENS
+    # How to count output tokens when the stream carries no usage: None (o200k) or one
+    # of tokenize.METHODS (ask the server's tokenizer after the stream).
+    token_counter: str | None = None
 
     def __post_init__(self) -> None:
         if self.api not in APIS:
@@ -67,6 +73,11 @@ class ProbeRequest:
             raise ValueError(f"base_url must start with http:// or https://: {self.base_url!r}")
         if self.max_tokens < 1:
             raise ValueError("max_tokens must be at least 1")
+        if self.token_counter is not None and self.token_counter not in TOKEN_COUNTERS:
+            raise ValueError(
+                f"token_counter must be one of {', '.join(TOKEN_COUNTERS)}, "
+                f"not {self.token_counter!r}"
+            )
 
     # -- HTTP ----------------------------------------------------------------------------
 

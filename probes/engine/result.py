@@ -36,7 +36,9 @@ class RunResult:
     e2e_ms: float | None = None
 
     output_tokens: int | None = None
-    token_source: str | None = None  # "usage" | "o200k"
+    # "usage", the server's tokenizer ("llama.cpp", "vllm", "llama-cpp-python", "ollama")
+    # when the stream had no usage, else "o200k" (our count).
+    token_source: str | None = None
     output_tokens_o200k: int | None = None
     output_tps: float | None = None
     output_tps_o200k: float | None = None
@@ -50,6 +52,9 @@ class RunResult:
     tokens_per_event: float | None = None
     short_output: bool | None = None
     read_path: str | None = None  # "transport" (fastread.py) or "aiter_raw" (fallback)
+    first_sentence_ms: float | None = None  # t0 -> the answer's first sentence end
+    tool_call_ms: float | None = None  # t0 -> the last tool-call delta (the call complete)
+    tool_calls: list[dict[str, str]] | None = None  # [{"name", "arguments"}] as streamed
 
     reasoning_tokens: int | None = None
     input_tokens: int | None = None

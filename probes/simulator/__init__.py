@@ -62,11 +62,16 @@ def start_in_thread(
     port: int = 0,
     traits: ServerTraits | None = None,
     ssl_context: ssl.SSLContext | None = None,
+    tokenizer: str | None = None,
 ) -> SimulatorHandle:
     """Start a simulator on a free port (port=0) in a daemon thread; returns at once.
 
-    With `ssl_context` (a server context) it serves HTTPS."""
-    server = SimulatorServer(profile, host, port, traits=traits, ssl_context=ssl_context)
+    With `ssl_context` (a server context) it serves HTTPS. ``tokenizer`` makes it answer
+    that server's tokenize route ("llama.cpp", "vllm", "llama-cpp-python").
+    """
+    server = SimulatorServer(
+        profile, host, port, traits=traits, ssl_context=ssl_context, tokenizer=tokenizer
+    )
     loop = asyncio.new_event_loop()
     ready = threading.Event()
     failure: list[BaseException] = []

@@ -55,6 +55,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="share of requests that fail, each with a fault drawn from "
         f"{', '.join(REALISTIC_FAULTS)} (seeded: the same requests fail on every run)",
     )
+    parser.add_argument(
+        "--tokenizer",
+        choices=("llama.cpp", "vllm", "llama-cpp-python"),
+        default=None,
+        help="answer that server's tokenize route (default: none, 404 like OpenAI)",
+    )
 
 
 def probability(text: str) -> float:
@@ -88,7 +94,14 @@ async def serve(args: argparse.Namespace) -> None:
         usage=not args.no_usage,
         tokenize=args.tokenize,
     )
-    server = SimulatorServer(profile_from(args), args.host, args.port, apis, traits)
+    server = SimulatorServer(
+        profile_from(args),
+        args.host,
+        args.port,
+        apis,
+        traits,
+        tokenizer=getattr(args, "tokenizer", None),
+    )
     await server.start()
     print(f"listening on {server.base_url}", flush=True)
     await server.serve_forever()

@@ -37,6 +37,24 @@ class OpenAIChatEvents:
     def output(self, text: str, reasoning: bool) -> bytes:
         return (self._reasoning if reasoning else self._answer) + _json(text) + self._end
 
+    def tool(self, text: str, name: str | None) -> bytes:
+        """A tool-call delta; ``name`` is given on the call's first delta only."""
+        call: dict[str, Any] = {"index": 0, "function": {"arguments": text}}
+        if name is not None:
+            call = {
+                "index": 0,
+                "id": "call_sim_1",
+                "type": "function",
+                "function": {"name": name, "arguments": text},
+            }
+        return (
+            b"data: "
+            + self._head
+            + b',"choices":[{"index":0,"delta":{"tool_calls":'
+            + _json([call])
+            + b'},"finish_reason":null}]}\n\n'
+        )
+
     def error(self) -> bytes:
         return (
             b"data: "
@@ -62,15 +80,26 @@ class OpenAIChatEvents:
     def huge(self) -> bytes:
         return self.output("x" * HUGE_EVENT_BYTES, reasoning=False)
 
-    def tail(self, finish: str, usage: dict[str, Any], timing: dict[str, Any], done: bool) -> bytes:
+    def tail(
+        self,
+        finish: str,
+        usage: dict[str, Any] | None,
+        timing: dict[str, Any],
+        done: bool,
+        eval_count: int | None = None,
+    ) -> bytes:
+        # Ollama puts its generated-token count on the final chunk (eval_count).
+        extra = b"" if eval_count is None else b',"eval_count":' + _json(eval_count)
         finish_chunk = (
             b"data: "
             + self._head
             + b',"choices":[{"index":0,"delta":{},"finish_reason":'
             + _json(finish)
-            + b"}]}\n\n"
+            + b"}]"
+            + extra
+            + b"}\n\n"
         )
-        if not usage:  # a server that sends no usage (llama.cpp without the option)
+        if not usage:  # no usage: llama-cpp-python, older vLLM and TGI builds, proxies
             return finish_chunk + (b"data: [DONE]\n\n" if done else b"")
         # x_simulator (true send times) rides inside usage, which clients keep verbatim.
         usage = {**usage, "x_simulator": timing["x_simulator"]}
@@ -86,10 +115,19 @@ def _anthropic(kind: str, payload: dict[str, Any]) -> bytes:
 class AnthropicEvents:
     """Messages API events: message_start ... message_stop."""
 
-    def __init__(self, model: str, request_id: str, input_tokens: int) -> None:
+    def __init__(
+        self,
+        model: str,
+        request_id: str,
+        input_tokens: int,
+        with_usage: bool = True,
+        cached_tokens: int = 0,
+    ) -> None:
         self._model = model
         self._id = request_id
         self._input = input_tokens
+        self._with_usage = with_usage
+        self._cached = cached_tokens
         self._block = -1  # index of the open content block
         self._block_kind: str | None = None
 
@@ -103,15 +141,18 @@ class AnthropicEvents:
             "stop_reason": None,
             "stop_sequence": None,
             "usage": {
-                "input_tokens": self._input,
+                # Anthropic's input_tokens leaves out the tokens read from the cache.
+                "input_tokens": self._input - self._cached,
                 "cache_creation_input_tokens": 0,
-                "cache_read_input_tokens": 0,
+                "cache_read_input_tokens": self._cached,
                 "output_tokens": 1,
             },
         }
+        if not self._with_usage:
+            del message["usage"]
         return _anthropic("message_start", {"message": message}) + _anthropic("ping", {})
 
-    def _switch(self, kind: str) -> bytes:
+    def _switch(self, kind: str, name: str | None = None) -> bytes:
         if self._block_kind == kind:
             return b""
         out = b""
@@ -119,11 +160,12 @@ class AnthropicEvents:
             out += _anthropic("content_block_stop", {"index": self._block})
         self._block += 1
         self._block_kind = kind
-        block = (
-            {"type": "thinking", "thinking": "", "signature": ""}
-            if kind == "thinking"
-            else {"type": "text", "text": ""}
-        )
+        if kind == "thinking":
+            block: dict[str, Any] = {"type": "thinking", "thinking": "", "signature": ""}
+        elif kind == "tool_use":
+            block = {"type": "tool_use", "id": "toolu_sim_1", "name": name or "", "input": {}}
+        else:
+            block = {"type": "text", "text": ""}
         return out + _anthropic(
             "content_block_start", {"index": self._block, "content_block": block}
         )
@@ -136,6 +178,12 @@ class AnthropicEvents:
             )
         delta = {"type": "text_delta", "text": text}
         return self._switch("text") + _anthropic(
+            "content_block_delta", {"index": self._block, "delta": delta}
+        )
+
+    def tool(self, text: str, name: str | None) -> bytes:
+        delta = {"type": "input_json_delta", "partial_json": text}
+        return self._switch("tool_use", name) + _anthropic(
             "content_block_delta", {"index": self._block, "delta": delta}
         )
 
@@ -157,11 +205,23 @@ class AnthropicEvents:
     def huge(self) -> bytes:
         return self.output("x" * HUGE_EVENT_BYTES, reasoning=False)
 
-    def tail(self, finish: str, usage: dict[str, Any], timing: dict[str, Any], done: bool) -> bytes:
+    def tail(
+        self,
+        finish: str,
+        usage: dict[str, Any] | None,
+        timing: dict[str, Any],
+        done: bool,
+        eval_count: int | None = None,
+    ) -> bytes:
         out = b""
         if self._block_kind is not None:
             out += _anthropic("content_block_stop", {"index": self._block})
-        stop = "max_tokens" if finish == "length" else "end_turn"
+        stop = {"length": "max_tokens", "tool_calls": "tool_use"}.get(finish, "end_turn")
+        if usage is None:
+            out += _anthropic(
+                "message_delta", {"delta": {"stop_reason": stop, "stop_sequence": None}}
+            )
+            return out + (_anthropic("message_stop", {}) if done else b"")
         out += _anthropic(
             "message_delta",
             {
@@ -187,9 +247,17 @@ def _responses(kind: str, payload: dict[str, Any]) -> bytes:
 class OpenAIResponsesEvents:
     """Responses API events: response.created ... response.completed (no [DONE])."""
 
-    def __init__(self, model: str, request_id: str, input_tokens: int) -> None:
+    def __init__(
+        self,
+        model: str,
+        request_id: str,
+        input_tokens: int,
+        with_usage: bool = True,
+        cached_tokens: int = 0,
+    ) -> None:
         self._response = {"id": request_id, "object": "response", "model": model}
         self._input = input_tokens
+        self._cached = cached_tokens
         self._answer = (
             b'event: response.output_text.delta\ndata: {"type":"response.output_text.delta",'
             b'"delta":'
@@ -221,17 +289,32 @@ class OpenAIResponsesEvents:
     def huge(self) -> bytes:
         return self.output("x" * HUGE_EVENT_BYTES, reasoning=False)
 
-    def tail(self, finish: str, usage: dict[str, Any], timing: dict[str, Any], done: bool) -> bytes:
+    def tool(self, text: str, name: str | None) -> bytes:
+        # The Responses recorder reads text deltas only: a scripted call streams as text.
+        return self.output(text, reasoning=False)
+
+    def tail(
+        self,
+        finish: str,
+        usage: dict[str, Any] | None,
+        timing: dict[str, Any],
+        done: bool,
+        eval_count: int | None = None,
+    ) -> bytes:
         if not done:
             return b""
         status = "incomplete" if finish == "length" else "completed"
-        response = {
+        response: dict[str, Any] = {
             **self._response,
             "status": status,
             "incomplete_details": {"reason": "max_output_tokens"} if finish == "length" else None,
+        }
+        if usage is None:  # a server that sends no usage
+            return _responses(f"response.{status}", {"response": response})
+        response |= {
             "usage": {
                 "input_tokens": self._input,
-                "input_tokens_details": {"cached_tokens": 0},
+                "input_tokens_details": {"cached_tokens": self._cached},
                 "output_tokens": usage["completion_tokens"],
                 "output_tokens_details": {
                     "reasoning_tokens": usage["completion_tokens_details"]["reasoning_tokens"]
@@ -244,8 +327,9 @@ class OpenAIResponsesEvents:
 
 
 # The stream each API speaks, by the engine's dialect name (probes/engine/dialects/).
+# Each is called (model, request_id, input_tokens, with_usage, cached_tokens).
 EVENTS = {
-    "openai-chat": lambda model, request_id, input_tokens: OpenAIChatEvents(model, request_id),
+    "openai-chat": lambda model, request_id, *_: OpenAIChatEvents(model, request_id),
     "anthropic-messages": AnthropicEvents,
     "openai-responses": OpenAIResponsesEvents,
 }

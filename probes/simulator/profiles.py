@@ -1,7 +1,8 @@
 """Speed profiles of the simulated provider, selected by the request's model name.
 
 A model name may carry overrides after ``@``: ``sim-fast@tps=4200,ttft=80,k=4,fault=stall``
-(keys: tps, ttft, k, jitter, fault, after, reasoning, tokens, seed, slow, errors). Tests and
+(keys: tps, ttft, k, jitter, fault, after, reasoning, tokens, seed, slow, errors, vocab,
+sentence, usage, prefill). Tests and
 benchmarks use this to get any schedule from one running server.
 
 ``error_rate`` makes a profile fail sometimes, like a real provider: each request fails with
@@ -39,6 +40,7 @@ FAULTS = (
 # What "fails sometimes" looks like at real providers: throttling, a server error, a
 # stream cut off mid-answer, a stream that stops sending.
 REALISTIC_FAULTS = ("rate_limit", "server_error", "disconnect", "stall")
+USAGE_MODES = ("full", "none", "eval_count")
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,13 @@ class Profile:
     seed: int = 1
     error_rate: float = 0.0  # probability that a request fails with one of error_faults
     error_faults: tuple[str, ...] = REALISTIC_FAULTS
+    # What a stream says and reports (probes/simulator/content.py).
+    vocab: str = "plain"  # "odd": words o200k splits into several tokens
+    sentence_tokens: int = 0  # a full stop every N answer tokens (0: none)
+    usage: str = "full"  # "none": no usage at all; "eval_count": Ollama's final count only
+    # Prompt tokens per second of prefill, added to the TTFT for the prompt's uncached
+    # tokens (0: TTFT is ttft_ms whatever the prompt). A prompt seen before is cached.
+    prefill_tps: float = 0.0
 
     def __post_init__(self) -> None:
         for fault in (self.fault, *self.error_faults):
@@ -65,6 +74,14 @@ class Profile:
             raise ValueError("tps and ttft_ms must be >= 0 and tokens_per_event >= 1")
         if not 0.0 <= self.error_rate <= 1.0:
             raise ValueError(f"error_rate must be in [0, 1], got {self.error_rate}")
+        if self.vocab not in ("plain", "odd"):
+            raise ValueError(f"vocab must be plain or odd, got {self.vocab!r}")
+        if self.usage not in USAGE_MODES:
+            raise ValueError(f"usage must be one of {', '.join(USAGE_MODES)}, got {self.usage!r}")
+        if self.prefill_tps < 0:
+            raise ValueError("prefill_tps must be >= 0")
+        if self.sentence_tokens < 0:
+            raise ValueError("sentence_tokens must be >= 0")
         if self.error_rate and not self.error_faults:
             raise ValueError("error_rate needs at least one fault in error_faults")
 
@@ -75,15 +92,32 @@ class Profile:
         return dataclasses.replace(self, fault=rng.choice(self.error_faults), error_rate=0.0)
 
 
+# The demo's profiles end a sentence every SENTENCE tokens, as a model does (voice-turn
+# times the first one); the test profiles stream bare words.
+SENTENCE = 16
+
 # One process, one port, one profile per model name. The first four are the demo's
 # providers (probes/catalog.py), at the speeds the seeds quote.
 BUILTIN = {
     p.name: p
     for p in (
-        Profile("sim-blazing", tps=2100, ttft_ms=80),  # wafer-scale
-        Profile("sim-fast", tps=400, ttft_ms=150),  # LPU
-        Profile("sim-gpu", tps=120, ttft_ms=300),  # GPU cloud
-        Profile("sim-flaky", tps=200, ttft_ms=200, jitter_pct=10, error_rate=0.25),
+        Profile(
+            "sim-blazing", tps=2100, ttft_ms=80, sentence_tokens=SENTENCE, prefill_tps=40000
+        ),  # wafer-scale
+        Profile(
+            "sim-fast", tps=400, ttft_ms=150, sentence_tokens=SENTENCE, prefill_tps=20000
+        ),  # LPU
+        Profile(
+            "sim-gpu", tps=120, ttft_ms=300, sentence_tokens=SENTENCE, prefill_tps=5000
+        ),  # GPU cloud
+        Profile(
+            "sim-flaky",
+            tps=200,
+            ttft_ms=200,
+            jitter_pct=10,
+            error_rate=0.25,
+            sentence_tokens=SENTENCE,
+        ),
         Profile("sim-batched", tps=1000, ttft_ms=200, tokens_per_event=8),
         Profile("sim-jittery", tps=80, ttft_ms=400, jitter_pct=30),
         Profile("sim-reasoner", tps=300, ttft_ms=250, reasoning_tokens=120),
@@ -102,6 +136,10 @@ _KEYS = {
     "seed": ("seed", int),
     "slow": ("slow_ttft_s", float),
     "errors": ("error_rate", float),
+    "vocab": ("vocab", str),
+    "sentence": ("sentence_tokens", int),
+    "usage": ("usage", str),
+    "prefill": ("prefill_tps", float),
 }
 
 

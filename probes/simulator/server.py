@@ -20,6 +20,7 @@ import socket
 import ssl
 import struct
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from time import perf_counter_ns
 from typing import Any
@@ -29,7 +30,7 @@ import orjson
 from probes.engine import tokens  # the same o200k count the engine uses
 from probes.engine.dialects import DIALECTS
 
-from . import vocab
+from . import content
 from .events import EVENTS, OpenAIChatEvents
 from .profiles import BUILTIN, Profile, resolve
 
@@ -97,12 +98,22 @@ class _Stream:
     """One streaming response on its schedule, with the profile's fault if any."""
 
     def __init__(
-        self, conn: _Conn, profile: Profile, events: Any, n_tokens: int, t_request: int
+        self,
+        conn: _Conn,
+        profile: Profile,
+        events: Any,
+        n_tokens: int,
+        t_request: int,
+        script: list[str] | None = None,
+        tool_name: str | None = None,
     ) -> None:
         self.conn = conn
         self.p = profile
         self.events = events
         self.t_request = t_request
+        # A fixed answer (JSON, tool-call arguments) as model tokens, else prose.
+        self.script = script
+        self.tool_name = tool_name
         endless = profile.fault == "endless"
         self.n_tokens = n_tokens
         k = profile.tokens_per_event
@@ -113,6 +124,9 @@ class _Stream:
             if profile.fault == "slow_first_token"
             else profile.ttft_ms * 1e6
         )
+        if profile.prefill_tps > 0:
+            uncached = conn.prompt_tokens - conn.cached_tokens
+            ttft_ns += uncached / profile.prefill_tps * 1e9
         self.next_due = t_request + int(ttft_ns)
         self.gap_ns = k / profile.tps * 1e9 if profile.tps > 0 else 0.0
         self._rng = random.Random(profile.seed) if profile.jitter_pct else None
@@ -150,7 +164,7 @@ class _Stream:
             reasoning = start < p.reasoning_tokens
             if reasoning:
                 count = min(count, p.reasoning_tokens - start)
-            parts.append(self.events.output(vocab.text(start, count), reasoning))
+            parts.append(self._event(start, count, reasoning))
             self.i += 1
             self.next_due += int(self._gap())
         if parts:
@@ -163,6 +177,20 @@ class _Stream:
             self._finish(done=fault != "no_done")
             return None
         return self.next_due
+
+    def _event(self, start: int, count: int, reasoning: bool) -> bytes:
+        p = self.p
+        if reasoning:
+            return self.events.output(content.prose(start, count, p.vocab), True)
+        if self.script is None:
+            text = content.prose(start, count, p.vocab, p.sentence_tokens)
+            return self.events.output(text, False)
+        # Scripted output starts after the reasoning tokens (if any).
+        at = start - min(p.reasoning_tokens, start)
+        text = "".join(self.script[at : at + count])
+        if self.tool_name is None:
+            return self.events.output(text, False)
+        return self.events.tool(text, self.tool_name if at == 0 else None)
 
     def _fault(self, parts: list[bytes], first_in_batch: int) -> int | None:
         conn, fault = self.conn, self.p.fault
@@ -211,7 +239,7 @@ class _Stream:
             "prompt_tokens": self.conn.prompt_tokens,
             "completion_tokens": self.n_tokens,
             "total_tokens": self.conn.prompt_tokens + self.n_tokens,
-            "prompt_tokens_details": {"cached_tokens": 0},
+            "prompt_tokens_details": {"cached_tokens": self.conn.cached_tokens},
             "completion_tokens_details": {"reasoning_tokens": reasoning},
         }
         timing = {
@@ -233,9 +261,13 @@ class _Stream:
             },
         }
         finish = "length" if self.n_tokens >= self.conn.max_tokens else "stop"
+        if self.tool_name is not None and finish == "stop":
+            finish = "tool_calls"
+        eval_count = self.n_tokens if p.usage == "eval_count" else None
+        sent_usage = usage if p.usage == "full" else None
         if not self.conn.server.traits.usage and isinstance(self.events, OpenAIChatEvents):
-            usage = {}
-        self.conn.write_chunk(self.events.tail(finish, usage, timing, done))
+            sent_usage = None
+        self.conn.write_chunk(self.events.tail(finish, sent_usage, timing, done, eval_count))
         self.conn.end_chunked()
 
 
@@ -299,6 +331,7 @@ class _Conn(asyncio.Protocol):
         self.keep_alive = True
         self.stream: _Stream | None = None
         self.prompt_tokens = 0
+        self.cached_tokens = 0  # of prompt_tokens, served from the prompt cache
         self.max_tokens = 0
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -426,9 +459,13 @@ class SimulatorServer:
         apis: tuple[str, ...] = tuple(EVENTS),
         traits: ServerTraits | None = None,
         ssl_context: ssl.SSLContext | None = None,
+        tokenizer: str | None = None,
     ) -> None:
         self.default = default or Profile()
         self.traits = traits or ServerTraits()
+        # Which server's tokenize route to answer: "llama.cpp", "vllm", "llama-cpp-python"
+        # (else traits.tokenize: an o200k /tokenize).
+        self.tokenizer = tokenizer
         self.host = host
         self.port = port
         self.apis = apis
@@ -438,6 +475,7 @@ class SimulatorServer:
         # One failure draw sequence per model name, seeded by its profile: the n-th request
         # for a name meets the same fault (or none) on every run of the same test.
         self._failure_rngs: dict[str, random.Random] = {}
+        self._prompt_cache: OrderedDict[bytes, bool] = OrderedDict()
 
     async def start(self) -> int:
         tokens.encoding()  # load the tokenizer now, not inside the first request's TTFT
@@ -485,10 +523,16 @@ class SimulatorServer:
             ]
             conn.respond(200, "OK", orjson.dumps({"object": "list", "data": models}))
             return
+        if self.tokenizer and method == "POST" and path in ("/tokenize", "/extras/tokenize"):
+            self._tokenize(conn, path, body)  # the server style the simulator plays
+            return
         if self._describe(conn, method, path, body):
             return
         if method != "POST":
             conn.respond(405, "Method Not Allowed", b'{"error":{"message":"use POST"}}')
+            return
+        if path in ("/tokenize", "/extras/tokenize"):
+            self._tokenize(conn, path, body)
             return
         api = next(
             (d.name for d in DIALECTS.values() if path.endswith(d.path) and d.name in self.apis),
@@ -540,6 +584,50 @@ class SimulatorServer:
             return True
         return False
 
+    def _cached(self, req: dict[str, Any], prompt_tokens: int) -> int:
+        """Prompt tokens a provider's prompt cache would serve: all of a prompt seen in
+        the last few hundred requests, none of a new one (prefix matching simplified)."""
+        key = orjson.dumps([req.get("model"), req.get("system"), req.get("messages")])
+        if key in self._prompt_cache:
+            self._prompt_cache.move_to_end(key)
+            return prompt_tokens
+        self._prompt_cache[key] = True
+        if len(self._prompt_cache) > 256:
+            self._prompt_cache.popitem(last=False)
+        return 0
+
+    def _tokenize(self, conn: _Conn, path: str, body: bytes) -> None:
+        """The tokenize route of the server this simulator plays (``tokenizer``).
+
+        llama.cpp: ``/tokenize {"content", "add_special"=false}``; vLLM: ``/tokenize
+        {"prompt", "add_special_tokens"=true}`` answering a count too; llama-cpp-python:
+        ``/extras/tokenize {"input"}``, always with BOS. Others answer 404, as OpenAI does.
+        """
+        style = self.tokenizer
+        expected = "/extras/tokenize" if style == "llama-cpp-python" else "/tokenize"
+        if style is None or path != expected:
+            conn.respond(404, "Not Found", b'{"error":{"message":"unknown path"}}')
+            return
+        try:
+            req = orjson.loads(body)
+            if style == "llama.cpp":
+                text, bos = req["content"], bool(req.get("add_special", False))
+            elif style == "vllm":
+                text, bos = req["prompt"], bool(req.get("add_special_tokens", True))
+            else:
+                text, bos = req["input"], True
+            if not isinstance(text, str):
+                raise TypeError("text must be a string")
+        except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
+            msg = orjson.dumps({"error": {"message": f"bad request: {exc}"}})
+            conn.respond(400, "Bad Request", msg)
+            return
+        ids = [1] * bos + [100 + i for i, _ in enumerate(content.model_tokens(text))]
+        answer: dict[str, Any] = {"tokens": ids}
+        if style == "vllm":
+            answer = {"count": len(ids), "max_model_len": 131072, "tokens": ids}
+        conn.respond(200, "OK", orjson.dumps(answer))
+
     def _stream(
         self, conn: _Conn, api: str, req: dict[str, Any], profile: Profile, t_request: int
     ) -> None:
@@ -581,10 +669,25 @@ class SimulatorServer:
                 conn.respond(400, "Bad Request", orjson.dumps(err))
                 return
             n_tokens = min(n_tokens, ctx - conn.prompt_tokens)
+        conn.cached_tokens = self._cached(req, conn.prompt_tokens)
         model = str(req.get("model") or profile.name)
         request_id = f"sim-{next(_ids)}"
-        events: Any = EVENTS[api](model, request_id, conn.prompt_tokens)
-        stream = _Stream(conn, profile, events, n_tokens, t_request)
+        with_usage = profile.usage == "full"
+        events: Any = EVENTS[api](
+            model, request_id, conn.prompt_tokens, with_usage, conn.cached_tokens
+        )
+        # Asked for a tool call or JSON, answer with one (as model tokens).
+        script, tool_name = None, None
+        tool = content.requested_tool(req)
+        schema = content.response_schema(req)
+        if tool is not None:
+            tool_name = tool[0]
+            script = content.model_tokens(content.json_text(tool[1]))
+        elif schema is not None:
+            script = content.model_tokens(content.json_text(schema))
+        if script is not None:
+            n_tokens = min(n_tokens, profile.reasoning_tokens + len(script))
+        stream = _Stream(conn, profile, events, n_tokens, t_request, script, tool_name)
         conn.stream = stream
         conn.start_chunked(events.head())
         self.scheduler.add(stream, stream.next_due)

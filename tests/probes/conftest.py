@@ -79,6 +79,7 @@ def workload(db) -> Workload:
     return Workload.objects.create(
         slug="tiny",
         name="Tiny",
+        material="fixed",
         messages=[{"role": "user", "content": "Count."}],
         max_tokens=60,
     )

@@ -62,8 +62,30 @@ def test_the_check_detects_an_anthropic_only_server():
 def test_a_long_prompt_does_not_fit_a_small_context_and_a_short_one_does(db):
     load_workloads(LoadReport())
     fits = {p.workload.slug: p.fits for p in onboarding.propose(2048)}
-    assert fits == {"chat-1k": True, "short": True, "long-10k": False}
+    assert fits == {
+        "chat-short": True,
+        "standard-1k": False,
+        "long-10k": False,
+        "cached-10k": False,
+        "code-refactor": False,
+        "voice-turn": True,
+        "agent-loop": True,
+        "json-schema": True,
+        "tool-call": True,
+        "parallel-8": True,
+    }
     assert all(p.fits for p in onboarding.propose(None))  # unknown context: no verdict
+
+
+def test_a_parallel_workload_wider_than_the_servers_slots_is_not_proposed(db):
+    load_workloads(LoadReport())
+    one_slot = {p.workload.slug: p for p in onboarding.propose(None, slots=1)}
+    assert not one_slot["parallel-8"].fits
+    assert "8 requests at once" in one_slot["parallel-8"].reason
+    # Sequential groups send one request at a time: one slot is enough.
+    assert one_slot["agent-loop"].fits and one_slot["cached-10k"].fits
+    assert all(p.fits for p in onboarding.propose(None, slots=8))
+    assert all(p.fits for p in onboarding.propose(None, slots=None))  # unknown: no verdict
 
 
 def form(base_url: str, **extra) -> dict:
@@ -108,8 +130,11 @@ def test_test_connection_then_create_makes_provider_endpoint_and_fitting_probes(
     assert not provider.requires_key and provider.probeable and provider.max_concurrency == 1
     endpoint = Endpoint.objects.get(provider=provider)
     assert endpoint.context_tokens == 2048
-    assert sorted(Probe.objects.values_list("workload__slug", flat=True)) == ["chat-1k", "short"]
-    assert "2 probe(s): chat-1k, short" in created.content.decode()
+    # parallel-8 fits the context but not the server's one slot: not proposed, not made.
+    assert not proposals["parallel-8"].fits
+    fitting = ["agent-loop", "chat-short", "json-schema", "tool-call", "voice-turn"]
+    assert sorted(Probe.objects.values_list("workload__slug", flat=True)) == fitting
+    assert "5 probe(s): " in created.content.decode()
 
 
 def test_create_without_a_test_asks_for_one(admin_client, local_server):
@@ -157,19 +182,19 @@ def small_endpoint(db, local_server):
     )
     probes = {
         slug: Probe.objects.create(endpoint=endpoint, workload=workloads[slug], region="local")
-        for slug in ("chat-1k", "long-10k")
+        for slug in ("chat-short", "long-10k")
     }
     return endpoint, probes
 
 
 def test_a_workload_that_does_not_fit_is_never_dispatched(small_endpoint):
     endpoint, probes = small_endpoint
-    assert probes["chat-1k"].applicable and not probes["long-10k"].applicable
-    assert set(Probe.objects.active()) == {probes["chat-1k"]}
+    assert probes["chat-short"].applicable and not probes["long-10k"].applicable
+    assert set(Probe.objects.active()) == {probes["chat-short"]}
 
     now = datetime.now(UTC) + timedelta(seconds=1)
     sent = dispatch.dispatch_due(lambda slot: None, now, lookahead_s=0)
-    assert [s.probe_id for s in sent] == [probes["chat-1k"].pk]
+    assert [s.probe_id for s in sent] == [probes["chat-short"].pk]
 
 
 def test_the_board_shows_a_workload_that_does_not_fit_as_not_applicable(small_endpoint):
@@ -178,22 +203,22 @@ def test_the_board_shows_a_workload_that_does_not_fit_as_not_applicable(small_en
     (row,) = board.rows
     assert row.endpoint == endpoint and row.not_applicable and row.samples == 0
 
-    board = leaderboards.leaderboard(query_filters.parse_filters({"workload": "chat-1k"}))
+    board = leaderboards.leaderboard(query_filters.parse_filters({"workload": "chat-short"}))
     (row,) = board.rows
     assert not row.not_applicable
 
 
 def test_a_disabled_probe_leaves_the_board(small_endpoint, client):
     endpoint, probes = small_endpoint
-    runner.run_slot(probes["chat-1k"], None, "test", "local")
-    Probe.objects.filter(pk=probes["chat-1k"].pk).update(enabled=False)
-    board = leaderboards.leaderboard(query_filters.parse_filters({"workload": "chat-1k"}))
+    runner.run_slot(probes["chat-short"], None, "test", "local")
+    Probe.objects.filter(pk=probes["chat-short"].pk).update(enabled=False)
+    board = leaderboards.leaderboard(query_filters.parse_filters({"workload": "chat-short"}))
     assert board.rows == []
 
 
 def test_max_tokens_per_probe_overrides_the_workloads(small_endpoint):
     _, probes = small_endpoint
-    probe = probes["chat-1k"]
+    probe = probes["chat-short"]
     probe.max_tokens = 70
     probe.save()
 
@@ -267,5 +292,5 @@ def test_an_endpoint_without_probes_says_so_in_the_admin(admin_client):
 def test_the_api_marks_a_workload_that_does_not_fit_as_not_applicable(small_endpoint, client):
     (row,) = client.get("/api/v1/leaderboard?workload=long-10k").json()["rows"]
     assert row["not_applicable"] is True and row["samples"] == 0
-    (row,) = client.get("/api/v1/leaderboard?workload=chat-1k").json()["rows"]
+    (row,) = client.get("/api/v1/leaderboard?workload=chat-short").json()["rows"]
     assert row["not_applicable"] is False

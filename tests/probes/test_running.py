@@ -47,14 +47,19 @@ def test_running_the_same_slot_again_records_nothing_new(make_probe):
 
 
 def test_a_multi_request_workload_keeps_its_requests_under_one_group(make_probe, workload):
-    workload.requests = 3
+    workload.kind, workload.requests = "loop", 3
     workload.save()
     probe = make_probe("sim-fast")
 
     runner.run_slot(probe, SLOT, "w1", "local")
 
     runs = ProbeRun.objects.order_by("request_index")
-    assert [r.request_index for r in runs] == [0, 1, 2]
+    assert [(r.request_index, r.role) for r in runs] == [
+        (0, "step"),
+        (1, "step"),
+        (2, "step"),
+        (3, "group"),
+    ]
     assert len({r.run_group for r in runs}) == 1
 
 

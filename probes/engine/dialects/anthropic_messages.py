@@ -10,6 +10,7 @@ if TYPE_CHECKING:
     from probes.engine.request import ProbeRequest
 
 ANTHROPIC_VERSION = "2023-06-01"
+STRUCTURED_OUTPUTS_BETA = "structured-outputs-2025-11-13"
 
 
 class AnthropicMessages(StreamRecorder):
@@ -52,6 +53,8 @@ class AnthropicMessages(StreamRecorder):
                 text = delta.get("partial_json")
                 if text and type(text) is str:
                     self.tool_parts.append(text)
+                    if self.tool_args:
+                        self.tool_args[-1].append(text)
                     self._output(t, idx, "t", text)
                     return
             # signature_delta, citations_delta and empty deltas carry no output.
@@ -85,6 +88,11 @@ class AnthropicMessages(StreamRecorder):
             self._set_error(obj.get("error") or obj, idx, t)
             self._other(t)
         else:  # content_block_start / content_block_stop / future types
+            if kind == "content_block_start":
+                block = dict_of(obj.get("content_block"))
+                if block.get("type") == "tool_use":
+                    self.tool_names.append(str(block.get("name") or ""))
+                    self.tool_args.append([])
             self._other(t)
 
     def normalized_usage(self) -> dict[str, Any] | None:
@@ -139,6 +147,29 @@ class AnthropicDialect(Dialect):
         if system:
             body["system"] = "\n\n".join(str(s) for s in system)
         return body
+
+    def structured_body(
+        self, schema: dict[str, Any] | None = None, tools: list[dict[str, Any]] | None = None
+    ) -> dict[str, Any]:
+        if tools:
+            return {
+                "tools": [
+                    {
+                        "name": t["name"],
+                        "description": t.get("description", ""),
+                        "input_schema": t.get("parameters") or {"type": "object"},
+                    }
+                    for t in tools
+                ],
+                "tool_choice": {"type": "any"},  # the answer must be a call
+            }
+        if schema is not None:
+            return {"output_format": {"type": "json_schema", "schema": schema}}
+        return {}
+
+    def structured_headers(self, schema: dict[str, Any] | None = None) -> dict[str, str]:
+        # Anthropic's structured outputs are behind a beta header.
+        return {"anthropic-beta": STRUCTURED_OUTPUTS_BETA} if schema is not None else {}
 
 
 DIALECT = AnthropicDialect(

@@ -37,6 +37,9 @@ class StreamRecorder:
         self.answer_parts: list[str] = []
         self.reasoning_parts: list[str] = []
         self.tool_parts: list[str] = []
+        self.tool_names: list[str] = []  # one per tool call, in order (tool-call checks)
+        self.tool_args: list[list[str]] = []  # argument fragments per call
+        self.eval_count: int | None = None  # Ollama's generated-token count, final chunk
 
         self.n_events = 0  # dispatched SSE events (comments excluded)
         self.comment_lines = 0
@@ -161,17 +164,39 @@ def text_of(value: Any) -> str | None:
     return None
 
 
-def tool_text(calls: Any) -> str | None:
-    """Text of a tool-call delta (name + argument fragment), for token counting."""
+def tool_text(calls: Any, rec: StreamRecorder | None = None) -> str | None:
+    """Text of a tool-call delta (name + argument fragment), for token counting.
+
+    With ``rec``, each call's name and argument fragments are kept too (by the call's
+    ``index``), so the complete call can be checked after the stream.
+    """
     if not isinstance(calls, list) or not calls:
         return None
     out = []
     for call in calls:
         fn = call.get("function") if isinstance(call, dict) else None
         if isinstance(fn, dict):
-            out.append(str_of(fn.get("name")))
-            out.append(str_of(fn.get("arguments")))
+            name, args = str_of(fn.get("name")), str_of(fn.get("arguments"))
+            out.append(name)
+            out.append(args)
+            if rec is not None:
+                keep_call(rec, call.get("index"), name, args)
     return "".join(out) or None
+
+
+def keep_call(rec: StreamRecorder, index: Any, name: str, args: str) -> None:
+    if type(index) is int and 0 <= index < 64:
+        while len(rec.tool_names) <= index:
+            rec.tool_names.append("")
+            rec.tool_args.append([])
+        if name and not rec.tool_names[index]:
+            rec.tool_names[index] = name
+        rec.tool_args[index].append(args)
+        return
+    if name or not rec.tool_names:  # legacy function_call: one call, no index
+        rec.tool_names.append(name)
+        rec.tool_args.append([])
+    rec.tool_args[-1].append(args)
 
 
 def str_of(value: Any) -> str:
@@ -213,3 +238,40 @@ class Dialect:
 
     def body(self, req: ProbeRequest) -> dict[str, Any]:  # pragma: no cover - per dialect
         raise NotImplementedError
+
+    # Structured output and tool calls: workloads state a JSON schema or tools once,
+    # neutrally ({"name", "description", "parameters"} per tool); each API spells the
+    # request its own way. The default is the OpenAI chat spelling, which most
+    # OpenAI-compatible servers (vLLM, llama.cpp, SGLang) accept too.
+
+    def structured_body(
+        self, schema: dict[str, Any] | None = None, tools: list[dict[str, Any]] | None = None
+    ) -> dict[str, Any]:
+        """Extra body fields asking for JSON following ``schema``, or for a call of ``tools``."""
+        if tools:
+            return {
+                "tools": [
+                    {
+                        "type": "function",
+                        "function": {
+                            "name": t["name"],
+                            "description": t.get("description", ""),
+                            "parameters": t.get("parameters") or {"type": "object"},
+                        },
+                    }
+                    for t in tools
+                ],
+                "tool_choice": "required",  # the answer must be a call
+            }
+        if schema is not None:
+            return {
+                "response_format": {
+                    "type": "json_schema",
+                    "json_schema": {"name": "answer", "schema": schema, "strict": True},
+                }
+            }
+        return {}
+
+    def structured_headers(self, schema: dict[str, Any] | None = None) -> dict[str, str]:
+        """Extra headers structured output needs (a beta flag on some APIs)."""
+        return {}

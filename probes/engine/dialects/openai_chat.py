@@ -63,12 +63,15 @@ class OpenAIChat(StreamRecorder):
                     )
                     calls = delta.get("tool_calls")
                     if calls:
-                        tool = tool_text(calls)
+                        tool = tool_text(calls, self)
                     elif delta.get("function_call"):
-                        tool = tool_text([{"function": delta["function_call"]}])
+                        tool = tool_text([{"function": delta["function_call"]}], self)
                 finish = choice.get("finish_reason")
                 if finish:  # "" is treated like null
                     self.finish_reason = finish
+                    eval_count = obj.get("eval_count")  # Ollama: only on its final chunk
+                    if type(eval_count) is int:
+                        self.eval_count = eval_count
         usage = obj.get("usage")
         xgroq = obj.get("x_groq")
         if xgroq and type(xgroq) is dict:

@@ -7,6 +7,7 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from probes.catalog import CATALOG_AS_OF, load_catalog, load_demo
+from probes.catalog_file import CatalogFileError, load_file
 from probes.models import validate_region
 
 
@@ -23,16 +24,29 @@ class Command(BaseCommand):
             help="Also add the simulated demo providers served at SIMULATOR_URL (enabled).",
         )
         parser.add_argument(
+            "--file",
+            metavar="PATH",
+            help="Load providers, endpoints, prices, probes, workloads and alert rules from "
+            "a YAML file instead (config as code; see probes.example.yaml).",
+        )
+        parser.add_argument(
             "--region",
             default=settings.PROBE_REGION,
             help="Region of the probes to create (default: PROBE_REGION=%(default)s).",
         )
 
-    def handle(self, *args, demo: bool, region: str, **options) -> None:
+    def handle(self, *args, demo: bool, region: str, file: str | None, **options) -> None:
         try:
             validate_region(region)
         except ValidationError as exc:
             raise CommandError(f"--region {region!r}: {exc.messages[0]}") from None
+        if file:
+            try:
+                report = load_file(file)
+            except CatalogFileError as exc:
+                raise CommandError(f"{file}: {exc}") from None
+            self.stdout.write(f"{file}: {report or 'up to date'}")
+            return
         report = load_catalog(region)
         self.stdout.write(f"Catalog (prices as of {CATALOG_AS_OF}): {report or 'up to date'}")
         if report.skipped:

@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import random
 from typing import Any
 
 import orjson
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import DatabaseError
 
-from probes import workloads
-from probes.engine import APIS, Limits, ProbeRequest, RunResult, measure_sync
+from probes import groups, workloads
+from probes.engine import (
+    APIS,
+    Limits,
+    ProbeRequest,
+    RunResult,
+    measure_all_sync,
+    measure_sync,
+)
+from probes.engine.request import TOKEN_COUNTERS
+from probes.models import Workload
 
 _TABLE = (
     ("status", "status", 14),
@@ -25,6 +37,15 @@ _TABLE = (
     ("events", "output_events", 6),
     ("tok/ev", "tokens_per_event", 6),
 )
+
+
+def _with(workload: Any, **changes: Any) -> Any:
+    """The workload with some fields changed, for this command only (never saved)."""
+    if dataclasses.is_dataclass(workload):
+        return dataclasses.replace(workload, **changes)
+    for name, value in changes.items():
+        setattr(workload, name, value)
+    return workload
 
 
 class Command(BaseCommand):
@@ -45,7 +66,16 @@ class Command(BaseCommand):
         source.add_argument("--prompt", help="a single user message")
         source.add_argument(
             "--workload",
-            help=f"a standard workload ({', '.join(workloads.BY_SLUG)}); default chat-1k",
+            help=f"a workload of the suite ({', '.join(workloads.BY_SLUG)}) or one added "
+            f"in the admin; default {workloads.DEFAULT_SLUG}",
+        )
+        parser.add_argument(
+            "--seed", type=int, help="prompt seed (default: a fresh one per run, printed)"
+        )
+        parser.add_argument(
+            "--token-counter",
+            choices=TOKEN_COUNTERS,
+            help="without usage in the stream, ask the server's tokenizer (else o200k)",
         )
         parser.add_argument("--max-tokens", type=int, help="default: the workload's, or 256")
         parser.add_argument("--repeat", type=int, default=1)
@@ -58,13 +88,60 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **opts: Any) -> None:
         req = self._request(opts)
-        for i in range(opts["repeat"]):
-            result = measure_sync(req)
-            if opts["json"]:
-                line = orjson.dumps(result.to_dict(include_text=opts["include_text"]))
-                self.stdout.write(line.decode())
-            else:
-                self._print_row(i, result, opts["include_text"])
+        if opts["prompt"] is not None:
+            for i in range(opts["repeat"]):
+                self._show(i, groups.Measured(0, "single", measure_sync(req)), opts)
+            return
+        workload = self._workload(opts["workload"] or workloads.DEFAULT_SLUG)
+        if opts["max_tokens"]:
+            workload = _with(workload, max_tokens=opts["max_tokens"])
+        row = 0
+        for _ in range(opts["repeat"]):
+            seed = opts["seed"] if opts["seed"] is not None else random.getrandbits(62)
+
+            def new_request(messages, body, headers, include_text, seed=seed) -> ProbeRequest:
+                return dataclasses.replace(
+                    req,
+                    messages=messages,
+                    max_tokens=workload.max_tokens,
+                    extra_body={**body, **req.extra_body},
+                    extra_headers={**headers, **req.extra_headers},
+                    include_text=include_text or opts["include_text"],
+                )
+
+            plan = groups.Plan(
+                workload=workload,
+                api=req.api,
+                new_request=new_request,
+                # Request i of a group gets its own prompt (parallel); a cached pair and a
+                # loop use request 0's.
+                seed_of=lambda index, seed=seed: seed + index,
+                measure_one=measure_sync,
+                measure_many=measure_all_sync,
+            )
+            for measured in groups.run(plan):
+                self._show(row, measured, opts)
+                row += 1
+
+    def _workload(self, slug: str) -> Any:
+        try:
+            return workloads.get(slug)
+        except KeyError as exc:
+            message = exc.args[0]
+        try:  # one the admin added (e.g. parallel-16), when a database is reachable
+            return Workload.objects.get(slug=slug)
+        except (Workload.DoesNotExist, DatabaseError):
+            raise CommandError(message) from None
+
+    def _show(self, i: int, measured: groups.Measured, opts: dict[str, Any]) -> None:
+        if opts["json"]:
+            data = measured.as_json()
+            if opts["include_text"]:
+                data["text"] = measured.result.text
+                data["reasoning_text"] = measured.result.reasoning_text
+            self.stdout.write(orjson.dumps(data).decode())
+        else:
+            self._print_row(i, measured, opts["include_text"])
 
     def _request(self, opts: dict[str, Any]) -> ProbeRequest:
         if opts["repeat"] < 1:
@@ -79,16 +156,9 @@ class Command(BaseCommand):
             api_key = os.environ.get(opts["api_key_env"])
             if not api_key:
                 raise CommandError(f"environment variable {opts['api_key_env']} is not set")
-        if opts["prompt"] is not None:
-            messages = [{"role": "user", "content": opts["prompt"]}]
-            max_tokens = opts["max_tokens"] or 256
-        else:
-            try:
-                workload = workloads.get(opts["workload"] or "chat-1k")
-            except KeyError as exc:
-                raise CommandError(exc.args[0]) from None
-            messages = workload.messages
-            max_tokens = opts["max_tokens"] or workload.max_tokens
+        # Workload runs replace the messages and max_tokens per request (probes/groups).
+        messages = [{"role": "user", "content": opts["prompt"] or "Say hello."}]
+        max_tokens = opts["max_tokens"] or 256
         limits = Limits(
             first_token_s=opts["first_token_timeout"],
             stall_s=opts["stall_timeout"],
@@ -105,11 +175,13 @@ class Command(BaseCommand):
                 limits=limits,
                 warm=not opts["no_warm"],
                 include_text=opts["include_text"],
+                token_counter=opts["token_counter"],
             )
         except ValueError as exc:
             raise CommandError(str(exc)) from None
 
-    def _print_row(self, i: int, result: RunResult, include_text: bool) -> None:
+    def _print_row(self, i: int, measured: groups.Measured, include_text: bool) -> None:
+        result: RunResult = measured.result
         if i == 0:
             header = "run  " + " ".join(title.rjust(width) for title, _, width in _TABLE)
             self.stdout.write(header)
@@ -122,7 +194,16 @@ class Command(BaseCommand):
                 else (f"{value:.1f}" if isinstance(value, float) else str(value))
             )
             cells.append(text.rjust(width))
-        self.stdout.write(f"{i + 1:<4} " + " ".join(cells))
+        label = "grp" if measured.role == "group" else f"{i + 1}"
+        self.stdout.write(f"{label:<4} " + " ".join(cells))
+        if measured.group_summary:
+            summary = {k: v for k, v in measured.group_summary.items() if v is not None}
+            self.stdout.write(f"     group: {orjson.dumps(summary).decode()}")
+        if measured.output_valid is not None:
+            verdict = "valid" if measured.output_valid else f"INVALID ({measured.check_detail})"
+            self.stdout.write(f"     answer: {verdict}")
+        if measured.stopped_short:
+            self.stdout.write("     stopped far short of the workload's target length")
         if result.error:
             self.stdout.write(f"     error: {result.error}")
         if include_text and result.text is not None:

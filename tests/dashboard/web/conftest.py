@@ -7,9 +7,10 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 
 import pytest
@@ -18,8 +19,8 @@ from django.utils.text import slugify
 
 from dashboard import rollups
 from dashboard.queries import aggregates
-from probes import recording
-from probes.catalog import DEMO_PROVIDERS, DemoSeed, load_demo
+from probes import prompts, recording, runner, workloads
+from probes.catalog import DEMO_PROVIDERS, DemoSeed, LoadReport, load_demo, load_workloads
 from probes.engine import Limits, Prices, ProbeRequest, RunResult, measure
 from probes.models import (
     CanonicalModel,
@@ -32,7 +33,7 @@ from probes.models import (
     Workload,
 )
 from probes.recording import RunContext
-from probes.simulator import BUILTIN, REALISTIC_FAULTS, start_in_process
+from probes.simulator import BUILTIN, REALISTIC_FAULTS, SimulatorProcess, start_in_process
 from probes.workloads import WORKLOADS
 
 # live_server + Playwright's sync API share one thread: Django's async-safety check
@@ -249,7 +250,8 @@ def history(catalog):
 # -- the demo, measured: what the README's screenshots show ------------------------------
 
 DEMO_REGION = "eu-west"
-DEMO_WORKLOAD = "chat-1k"  # the headline workload, the leaderboard's default
+DEMO_WORKLOAD = "standard-1k"  # the headline workload, the leaderboard's default
+DEMO_MAX_TOKENS = 500  # shorter than the workload's, so the GPU profile runs ~4.5 s
 DEMO_REAL_RUNS = 2  # per demo provider; the GPU profile takes ~4.5 s a run
 DEMO_HISTORY_HOURS = 71  # inside the leaderboard's default 72 h window
 DEMO_WORKER = "readme-demo"
@@ -273,6 +275,7 @@ def demo_measurements() -> DemoMeasurements:
     """Each demo profile measured DEMO_REAL_RUNS times (providers side by side, each in
     turn), plus one run of each fault the flaky profile draws from."""
     spec = next(w for w in WORKLOADS if w.slug == DEMO_WORKLOAD)
+    messages = prompts.build(workloads.prompt_spec(spec), seed=1)
     profiles = [seed.profile for seed in DEMO_PROVIDERS]
     fault_models = [f"sim-flaky@fault={fault},errors=0" for fault in REALISTIC_FAULTS]
 
@@ -284,8 +287,8 @@ def demo_measurements() -> DemoMeasurements:
                     api="openai-chat",
                     base_url=base_url,
                     model=model,
-                    messages=spec.messages,
-                    max_tokens=spec.max_tokens,
+                    messages=messages,
+                    max_tokens=DEMO_MAX_TOKENS,
                     limits=limits,
                     prices=prices,
                 )
@@ -368,3 +371,52 @@ def demo(db, demo_measurements: DemoMeasurements) -> dict:
     ProbeRun.objects.bulk_create(history)
     rollups.rebuild()
     return {"workload": workload, "real_runs": real}
+
+
+# -- the workload suite, measured through the runner ----------------------------------
+
+# Small versions of the group workloads: the shapes are what is tested, not the sizes.
+SMALL = {
+    "cached-10k": {"approx_input_tokens": 2000, "max_tokens": 60},
+    "agent-loop": {"requests": 3, "max_tokens": 40, "target_output_tokens": 40},
+    "parallel-8": {"requests": 2, "max_tokens": 60, "target_output_tokens": 60},
+    "standard-1k": {"max_tokens": 120, "target_output_tokens": 100},
+    "code-refactor": {"max_tokens": 120, "target_output_tokens": 100},
+}
+SHOWN = ["cached-10k", "agent-loop", "parallel-8", "json-schema", "tool-call", "voice-turn"]
+
+
+@pytest.fixture(scope="module")
+def workload_sim() -> Iterator[SimulatorProcess]:
+    with start_in_process() as handle:
+        yield handle
+
+
+@pytest.fixture
+def measured(db, workload_sim) -> dict[str, Probe]:
+    """Each workload of the suite measured once through the runner, as scheduled."""
+    load_workloads(LoadReport())
+    for slug, changes in SMALL.items():
+        Workload.objects.filter(slug=slug).update(**changes)
+    provider = Provider.objects.create(
+        name="Wafer",
+        slug="wafer",
+        base_url=workload_sim.base_url,
+        requires_key=False,
+        enabled=True,
+        simulated=True,
+        max_concurrency=4,
+    )
+    model = CanonicalModel.objects.create(name="Llama 3.3 70B", slug="llama-3-3-70b")
+    endpoint = Endpoint.objects.create(
+        provider=provider, model_id="sim-blazing", canonical_model=model
+    )
+    probes = {}
+    slot = datetime.now(UTC).replace(microsecond=0)
+    for slug in [*SHOWN, "standard-1k", "code-refactor"]:
+        probe = Probe.objects.create(
+            endpoint=endpoint, workload=Workload.objects.get(slug=slug), region="local"
+        )
+        runner.run_slot(probe, slot, "w1", "local")
+        probes[slug] = probe
+    return probes

@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from dashboard.alerts.models import AlertEvent, AlertRule
 from probes import heartbeat
+from probes.models import ProbeRun
 from probes.redis_client import redis_client
 from probes.simulator import start_in_process
 
@@ -27,6 +28,7 @@ README_IMAGES = {
     "demo-leaderboard": "readme-leaderboard.png",
     "demo-run": "readme-run.png",
     "add-endpoint": "readme-add-endpoint.png",
+    "workload-group": "readme-workloads.png",
 }
 
 pytestmark = [
@@ -339,32 +341,40 @@ def test_a_local_server_goes_from_one_form_to_the_leaderboard(staff_page, local_
     assert report.locator(".slots").inner_text() == "1"
     assert page.input_value("#id_max_concurrency") == "1"
     assert page.input_value("#id_api_style") == "openai-chat"
-    assert page.is_checked("#workload-chat-1k") and page.is_checked("#workload-short")
-    assert page.is_disabled("#workload-long-10k")
-    assert "not applicable" in page.locator("tr[data-workload=long-10k]").inner_text()
+    fitting = ["agent-loop", "chat-short", "json-schema", "tool-call", "voice-turn"]
+    for slug in fitting:
+        assert page.is_checked(f"#workload-{slug}"), slug
+    for slug in ("standard-1k", "long-10k"):
+        assert page.is_disabled(f"#workload-{slug}")
+        assert "not applicable" in page.locator(f"tr[data-workload={slug}]").inner_text()
+    # Eight requests at once could never run on a one-slot server.
+    assert page.is_disabled("#workload-parallel-8")
+    assert (
+        "more than the server's slots" in page.locator("tr[data-workload=parallel-8]").inner_text()
+    )
     screenshot(page, "add-endpoint")
 
     page.click("#create-endpoint")
     page.wait_for_selector(".messagelist")
-    assert "2 probe(s): chat-1k, short" in page.locator(".messagelist").inner_text()
+    assert f"5 probe(s): {', '.join(fitting)}" in page.locator(".messagelist").inner_text()
 
-    # Run both probes now from the admin, as an operator would.
+    # Run the probes now from the admin, as an operator would.
     page.goto(page.base + "/admin/probes/probe/")
     page.check("#action-toggle")
     page.select_option("select[name=action]", "run_now")
     page.click("button[name=index]")
     page.wait_for_selector(".messagelist")
     run_links = page.locator(".messagelist a")
-    assert run_links.count() == 2  # "Run now" links to the runs, not a URL as text
+    assert run_links.count() == 5  # "Run now" links to the runs, not a URL as text
 
-    page.goto(page.base + "/?workload=chat-1k")
+    page.goto(page.base + "/?workload=chat-short")
     row = page.locator("#leaderboard-table tbody tr", has_text=LOCAL_MODEL)
     assert row.locator(".col-samples").inner_text() == "1"
     assert row.locator(".col-success_rate").inner_text().startswith("100")
     row.locator("a.endpoint").click()
     page.wait_for_selector("table.runs")
-    # No usage in the stream: 500 tokens counted with o200k, all that max_tokens asked.
-    assert "500" in page.locator("table.runs tbody tr").first.inner_text()
+    # No usage in the stream: 400 tokens counted with o200k, all that max_tokens asked.
+    assert "400" in page.locator("table.runs tbody tr").first.inner_text()
 
     page.goto(page.base + "/?workload=long-10k")
     greyed = page.locator("#leaderboard-table tbody tr.not-applicable")
@@ -423,3 +433,11 @@ def test_the_alerts_page_has_the_site_title_and_a_styled_firing_badge(page, cata
     badge = page.locator(".badge.firing").first
     background = badge.evaluate("el => getComputedStyle(el).backgroundColor")
     assert background not in ("rgba(0, 0, 0, 0)", "transparent")
+
+
+def test_the_readme_run_group_shows_a_parallel_run_measured_for_real(page, measured):
+    group = ProbeRun.objects.get(probe=measured["parallel-8"], role="group")
+    page.goto(f"{page.base}/runs/{group.pk}/")
+    assert page.locator("#parallel-summary").is_visible()
+    assert page.locator("#group-members tbody tr").count() == 4  # alone, 2 at once, summary
+    screenshot(page, "workload-group")

@@ -135,6 +135,7 @@ def test_the_table_has_one_row_per_run(sim: SimulatorHandle) -> None:
         (["--api-key-env", "INFERWATCH_SURELY_UNSET"], "INFERWATCH_SURELY_UNSET is not set"),
     ],
 )
+@pytest.mark.django_db  # an unknown slug is looked up among the admin's workloads too
 def test_bad_arguments_raise_a_clear_error(args: list[str], message: str) -> None:
     with pytest.raises(CommandError, match=message):
         measure("--base-url", "http://127.0.0.1:9/v1", "--model", "m", *args)
@@ -212,15 +213,10 @@ def test_simulate_provider_serves_what_measure_measures() -> None:
         server.wait(timeout=10)
 
 
-def test_workloads_are_deterministic_and_sized_as_described() -> None:
-    sizes = {
-        w.slug: sum(tokens.count(m["content"]) for m in w.messages) for w in workloads.WORKLOADS
-    }
-    assert 950 <= sizes["chat-1k"] <= 1100
-    assert 9800 <= sizes["long-10k"] <= 10300
-    assert sizes["short"] < 50
+def test_workload_slugs_are_unique_and_old_slugs_still_resolve() -> None:
     assert len({w.slug for w in workloads.WORKLOADS}) == len(workloads.WORKLOADS)
-    assert workloads.get("chat-1k").messages == workloads.WORKLOADS[0].messages
+    assert workloads.get("chat-1k") is workloads.get("standard-1k")
+    assert workloads.get("short") is workloads.get("chat-short")
     assert set(STATUSES) >= {"ok", "empty"}
 
 

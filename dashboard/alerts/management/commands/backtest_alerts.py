@@ -150,7 +150,10 @@ def load_series(scope: Q, metric: str, start: datetime, end: datetime) -> dict[S
     times: dict[SeriesKey, list[float]] = defaultdict(list)
     values: dict[SeriesKey, list[float]] = defaultdict(list)
     raw_hours: set[tuple[SeriesKey, datetime]] = set()
-    runs = ProbeRun.objects.filter(scope, started_at__gte=start, started_at__lt=end)
+    # A run group counts once, by its summary row (as the evaluator and rollups count it).
+    runs = ProbeRun.objects.filter(scope, started_at__gte=start, started_at__lt=end).exclude(
+        role="step"
+    )
     if metric == "success_rate":
         rows = runs.values_list("endpoint_id", "workload_id", "region", "started_at", "status")
         convert = lambda status: 1.0 if status == "ok" else 0.0  # noqa: E731

@@ -1,0 +1,82 @@
+"""The ``alert_rules`` section of a catalog file (probes/catalog_file.py).
+
+Rules are found by name. Scope by slugs: ``model`` (a canonical model), ``workload``;
+``channels`` names channels set up in the admin (their secrets stay there).
+"""
+
+from __future__ import annotations
+
+from probes.catalog import LoadReport
+from probes.catalog_file import CatalogFileError, Fields, Lined, check_keys, require, upsert
+from probes.models import CanonicalModel, Workload
+
+from .models import AlertRule, Channel
+
+RULE_FIELDS = Fields(
+    AlertRule,
+    (
+        "name",
+        "enabled",
+        "region",
+        "metric",
+        "condition",
+        "regression_pct",
+        "threshold",
+        "recent_window_min",
+        "baseline_window_h",
+        "min_samples",
+        "notify_on_resolve",
+        "notes",
+    ),
+)
+
+
+def _by_slug(model, item: Lined, key: str):
+    slug = item.get(key)
+    if slug in (None, ""):
+        return None
+    row = model.objects.filter(slug=slug).first()
+    if row is None:
+        raise CatalogFileError(f"unknown {key} {slug!r}", item.line_of(key))
+    return row
+
+
+def load_alert_rules(items: list[Lined], report: LoadReport) -> None:
+    for item in items:
+        check_keys(item, RULE_FIELDS, extra=("model", "workload", "channels"))
+        name = require(item, "name", "an alert rule")
+        rule = AlertRule.objects.filter(name=name).first()
+        scope = {
+            "canonical_model": _by_slug(CanonicalModel, item, "model"),
+            "workload": _by_slug(Workload, item, "workload"),
+        }
+        names = tuple(n for n in RULE_FIELDS.allowed if n != "name")
+        # Scope fields the file names are set like the others (a missing key keeps them).
+        item_scope = {
+            k: v for k, v in scope.items() if ("model" if k == "canonical_model" else k) in item
+        }
+        rule = upsert(
+            AlertRule,
+            {"pk": rule.pk} if rule else {"name": name},
+            _with(item, item_scope),
+            (*names, *item_scope),
+            report,
+            "alert rules",
+        )
+        if "channels" in item:
+            wanted = item["channels"] or []
+            channels = list(Channel.objects.filter(name__in=wanted))
+            missing = sorted(set(wanted) - {c.name for c in channels})
+            if missing:
+                raise CatalogFileError(f"unknown channel {missing[0]!r}", item.line_of("channels"))
+            rule.channels.set(channels)
+
+
+def _with(item: Lined, extra: dict) -> Lined:
+    out = Lined()
+    out.line, out.lines = item.line, dict(item.lines)
+    out.update(item)
+    out.update(extra)
+    for key in extra:
+        out.lines[key] = item.line_of("model" if key == "canonical_model" else key)
+    return out

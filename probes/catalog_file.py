@@ -1,0 +1,353 @@
+"""Config as code: providers, endpoints, prices, probes, workloads and alert rules from
+a YAML file (``manage.py load_catalog --file probes.yaml``; see probes.example.yaml).
+
+* Idempotent: rows are found by their natural keys (a provider's slug, an endpoint's
+  model id, a probe's workload and region, a price's date, a workload's slug, an alert
+  rule's name). The fields the file states are set; fields it leaves out keep what the
+  admin set. Prices are history: an existing price is never rewritten.
+* Keys by environment-variable name only (``api_key_env``): a file holding a key is
+  refused, so it can live in a repository.
+* All or nothing: the file is checked whole and loaded in one transaction; the first
+  problem is reported with its line number and nothing is written.
+
+Other apps add sections (``register_section``): alert rules belong to dashboard.alerts,
+which probes must not import.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import date
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from typing import Any
+
+import yaml
+from django.core.exceptions import ValidationError
+from django.db import models, transaction
+from django.utils.text import slugify
+
+from probes.catalog import LoadReport
+from probes.models import CanonicalModel, Endpoint, Price, Probe, Provider, Workload
+
+
+class CatalogFileError(Exception):
+    def __init__(self, message: str, line: int | None = None) -> None:
+        super().__init__(f"line {line}: {message}" if line else message)
+        self.line = line
+
+
+class Lined(dict):
+    """A YAML mapping that remembers the line of itself and of each key."""
+
+    line: int = 0
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: dict[Any, int] = {}
+
+    def line_of(self, key: str) -> int:
+        return self.lines.get(key, self.line)
+
+
+class _Loader(yaml.SafeLoader):
+    pass
+
+
+def _mapping(loader: _Loader, node: yaml.MappingNode) -> Lined:
+    loader.flatten_mapping(node)
+    out = Lined()
+    out.line = node.start_mark.line + 1
+    for key_node, value_node in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        if key in out:
+            raise CatalogFileError(f"duplicate key {key!r}", key_node.start_mark.line + 1)
+        out[key] = loader.construct_object(value_node, deep=True)
+        out.lines[key] = key_node.start_mark.line + 1
+    return out
+
+
+_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping)
+
+
+def parse(text: str) -> Lined:
+    try:
+        data = yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark else None
+        raise CatalogFileError(f"not valid YAML: {exc.problem or exc}", line) from None
+    if data is None:
+        return Lined()
+    if not isinstance(data, Lined):
+        raise CatalogFileError("the file must be a mapping of sections (providers: ...)", 1)
+    return data
+
+
+# -- sections ------------------------------------------------------------------------------
+
+Section = Callable[[list[Lined], LoadReport], None]
+_SECTIONS: dict[str, Section] = {}
+
+
+def register_section(name: str, load: Section) -> None:
+    _SECTIONS[name] = load
+
+
+def sections() -> list[str]:
+    return sorted(_SECTIONS)
+
+
+def load_file(path: str | Path) -> LoadReport:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise CatalogFileError(f"cannot read {path}: {exc.strerror}") from None
+    return load_text(text)
+
+
+@transaction.atomic
+def load_text(text: str) -> LoadReport:
+    data = parse(text)
+    report = LoadReport()
+    unknown = [key for key in data if key not in _SECTIONS]
+    if unknown:
+        raise CatalogFileError(
+            f"unknown section {unknown[0]!r}; sections: {', '.join(sections())}",
+            data.line_of(unknown[0]),
+        )
+    # Workloads first: probes and alert rules name them.
+    order = sorted(data, key=lambda s: (s != "workloads", s != "providers", s))
+    for name in order:
+        _SECTIONS[name](_items(data, name), report)
+    return report
+
+
+def _items(parent: Lined, key: str) -> list[Lined]:
+    value = parent.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, Lined) for v in value):
+        raise CatalogFileError(f"{key} must be a list of mappings", parent.line_of(key))
+    return value
+
+
+# -- turning mappings into rows --------------------------------------------------------------
+
+
+@dataclass
+class Fields:
+    """The fields of ``model`` a file may set, and those it must not."""
+
+    model: type[models.Model]
+    allowed: tuple[str, ...]
+    forbidden: dict[str, str] = field(default_factory=dict)  # field -> why
+
+
+def check_keys(item: Lined, spec: Fields, extra: tuple[str, ...] = ()) -> None:
+    for key in item:
+        if key in spec.forbidden:
+            raise CatalogFileError(spec.forbidden[key], item.line_of(key))
+        if key not in spec.allowed and key not in extra:
+            known = ", ".join([*spec.allowed, *extra])
+            raise CatalogFileError(f"unknown field {key!r}; fields: {known}", item.line_of(key))
+
+
+def require(item: Lined, key: str, what: str) -> Any:
+    if item.get(key) in (None, ""):
+        raise CatalogFileError(f"{what} needs {key!r}", item.line)
+    return item[key]
+
+
+def _save(row: models.Model, item: Lined, exclude: tuple[str, ...] = ()) -> None:
+    """Validate like the admin would, then save; errors point at the offending key."""
+    try:
+        row.full_clean(exclude=list(exclude), validate_unique=False)
+    except ValidationError as exc:
+        name, messages = next(iter(exc.message_dict.items()))
+        line = item.line_of(name) if name in item else item.line
+        where = "" if name == "__all__" else f"{name}: "
+        raise CatalogFileError(f"{where}{' '.join(messages)}", line) from None
+    row.save()
+
+
+def upsert(
+    model: type[models.Model],
+    keys: dict[str, Any],
+    item: Lined,
+    names: tuple[str, ...],
+    report: LoadReport,
+    kind: str,
+    defaults: dict[str, Any] | None = None,
+) -> models.Model:
+    row = model.objects.filter(**keys).first()
+    created = row is None
+    if created:
+        row = model(**keys, **(defaults or {}))
+    for name in names:
+        if name in item:
+            setattr(row, name, item[name])
+    _save(row, item)
+    report.add(kind, created)
+    return row
+
+
+# -- workloads -----------------------------------------------------------------------------
+
+WORKLOAD_FIELDS = Fields(
+    Workload,
+    (
+        "slug",
+        "name",
+        "description",
+        "kind",
+        "answer_check",
+        "material",
+        "system",
+        "instruction",
+        "messages",
+        "params",
+        "max_tokens",
+        "target_output_tokens",
+        "temperature",
+        "approx_input_tokens",
+        "requests",
+        "enabled",
+    ),
+)
+
+
+def _load_workloads(items: list[Lined], report: LoadReport) -> None:
+    for item in items:
+        check_keys(item, WORKLOAD_FIELDS)
+        slug = require(item, "slug", "a workload")
+        names = tuple(n for n in WORKLOAD_FIELDS.allowed if n != "slug")
+        defaults = {"name": slug}
+        upsert(Workload, {"slug": slug}, item, names, report, "workloads", defaults)
+
+
+# -- providers, endpoints, prices, probes ----------------------------------------------------
+
+_KEY_REFUSED = (
+    "API keys are given by environment variable name only: use api_key_env: NAME "
+    "(the file can then live in a repository)"
+)
+PROVIDER_FIELDS = Fields(
+    Provider,
+    (
+        "name",
+        "slug",
+        "api_style",
+        "base_url",
+        "api_key_env",
+        "requires_key",
+        "extra_headers",
+        "connect_timeout_s",
+        "first_token_timeout_s",
+        "stall_timeout_s",
+        "total_timeout_s",
+        "max_concurrency",
+        "enabled",
+        "website",
+        "notes",
+    ),
+    forbidden={"api_key": _KEY_REFUSED, "key": _KEY_REFUSED, "api_key_encrypted": _KEY_REFUSED},
+)
+ENDPOINT_FIELDS = Fields(
+    Endpoint,
+    ("model_id", "extra_body", "token_counter", "send_min_tokens", "enabled", "notes"),
+)
+PRICE_FIELDS = ("effective_from", "input_per_m", "cached_input_per_m", "output_per_m", "source_url")
+PROBE_FIELDS = ("workload", "region", "interval_s", "jitter_s", "enabled")
+
+
+def _load_providers(items: list[Lined], report: LoadReport) -> None:
+    for item in items:
+        check_keys(item, PROVIDER_FIELDS, extra=("endpoints",))
+        name = require(item, "name", "a provider")
+        slug = item.get("slug") or slugify(name)
+        names = tuple(n for n in PROVIDER_FIELDS.allowed if n != "slug")
+        provider = upsert(Provider, {"slug": slug}, item, names, report, "providers")
+        for endpoint_item in _items(item, "endpoints"):
+            _load_endpoint(provider, endpoint_item, report)
+
+
+def _load_endpoint(provider: Provider, item: Lined, report: LoadReport) -> None:
+    check_keys(item, ENDPOINT_FIELDS, extra=("model", "prices", "probes"))
+    model_id = require(item, "model_id", "an endpoint")
+    model_name = require(item, "model", "an endpoint (the canonical model's name)")
+    canonical = CanonicalModel.objects.filter(name=model_name).first()
+    if canonical is None:
+        canonical = CanonicalModel(name=model_name, slug=slugify(str(model_name).replace(".", "-")))
+        _save(canonical, item)
+        report.add("models", True)
+    names = tuple(n for n in ENDPOINT_FIELDS.allowed if n != "model_id")
+    endpoint = upsert(
+        Endpoint,
+        {"provider": provider, "model_id": model_id},
+        item,
+        names,
+        report,
+        "endpoints",
+        defaults={"canonical_model": canonical},
+    )
+    if endpoint.canonical_model_id != canonical.pk:
+        endpoint.canonical_model = canonical
+        endpoint.save(update_fields=["canonical_model"])
+    for price_item in _items(item, "prices"):
+        _load_price(endpoint, price_item, report)
+    for probe_item in _items(item, "probes"):
+        _load_probe(endpoint, probe_item, report)
+
+
+def _decimal(item: Lined, key: str) -> Decimal | None:
+    value = item.get(key)
+    if value is None:
+        return None
+    try:
+        return Decimal(str(value))
+    except InvalidOperation:
+        raise CatalogFileError(f"{key}: not a number: {value!r}", item.line_of(key)) from None
+
+
+def _load_price(endpoint: Endpoint, item: Lined, report: LoadReport) -> None:
+    for key in item:
+        if key not in PRICE_FIELDS:
+            fields = ", ".join(PRICE_FIELDS)
+            raise CatalogFileError(f"unknown field {key!r}; fields: {fields}", item.line_of(key))
+    day = item.get("effective_from") or date.today()
+    if not isinstance(day, date):
+        line = item.line_of("effective_from")
+        raise CatalogFileError("effective_from: a date, e.g. 2025-06-01", line)
+    if Price.objects.filter(endpoint=endpoint, effective_from=day).exists():
+        report.add("prices", False)  # prices are history: never rewritten
+        return
+    price = Price(
+        endpoint=endpoint,
+        effective_from=day,
+        input_per_m=_decimal(item, "input_per_m"),
+        cached_input_per_m=_decimal(item, "cached_input_per_m"),
+        output_per_m=_decimal(item, "output_per_m"),
+        source_url=item.get("source_url") or "",
+    )
+    _save(price, item)
+    report.add("prices", True)
+
+
+def _load_probe(endpoint: Endpoint, item: Lined, report: LoadReport) -> None:
+    for key in item:
+        if key not in PROBE_FIELDS:
+            fields = ", ".join(PROBE_FIELDS)
+            raise CatalogFileError(f"unknown field {key!r}; fields: {fields}", item.line_of(key))
+    slug = require(item, "workload", "a probe")
+    workload = Workload.objects.filter(slug=slug).first()
+    if workload is None:
+        raise CatalogFileError(f"unknown workload {slug!r}", item.line_of("workload"))
+    region = item.get("region") or "local"
+    keys = {"endpoint": endpoint, "workload": workload, "region": region}
+    upsert(Probe, keys, item, ("interval_s", "jitter_s", "enabled"), report, "probes")
+
+
+register_section("workloads", _load_workloads)
+register_section("providers", _load_providers)

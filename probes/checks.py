@@ -1,0 +1,73 @@
+"""Per-workload verdicts on an answer: JSON and tool calls valid, stopped far short.
+
+Plain functions of the workload (a row or a seed) and the engine's RunResult; the
+runner stores what they return beside the run.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import jsonschema
+
+from probes.engine import RunResult
+
+# A run whose output is below this share of the workload's target "stopped far short":
+# flagged and kept out of speed rankings (the instruction asked for more).
+SHORT_SHARE = 0.5
+_DETAIL_MAX = 300
+
+
+def needs_text(workload: Any) -> bool:
+    """Whether the answer text must come back from the engine (checked or fed on)."""
+    return workload.answer_check == "json_schema" or workload.kind == "loop"
+
+
+def stopped_short(workload: Any, result: RunResult) -> bool:
+    target = workload.target_output_tokens
+    if not target or not result.ok or result.output_tokens is None:
+        return False
+    return result.output_tokens < SHORT_SHARE * target
+
+
+def _schema_error(instance: Any, schema: Any) -> str | None:
+    try:
+        jsonschema.validate(instance, schema)
+    except jsonschema.ValidationError as exc:
+        where = "/".join(str(p) for p in exc.absolute_path) or "(root)"
+        return f"schema: {where}: {exc.message}"
+    except jsonschema.SchemaError as exc:
+        return f"the workload's schema is invalid: {exc.message}"
+    return None
+
+
+def _parse(text: str) -> tuple[Any, str | None]:
+    try:
+        return json.loads(text), None
+    except ValueError as exc:
+        return None, f"not JSON: {exc}"
+
+
+def verdict(workload: Any, result: RunResult) -> tuple[bool | None, str]:
+    """(valid, detail) for a checked workload's ok run; (None, "") when not checked."""
+    if not result.ok or workload.answer_check not in ("json_schema", "tool_call"):
+        return None, ""
+    params = workload.params or {}
+    if workload.answer_check == "json_schema":
+        value, error = _parse((result.text or "").strip())
+        if error is None:
+            error = _schema_error(value, params.get("schema") or {})
+        return error is None, (error or "")[:_DETAIL_MAX]
+    calls = result.tool_calls or []
+    if not calls:
+        return False, "the answer was not a tool call"
+    tools = {t.get("name"): t for t in params.get("tools") or [] if isinstance(t, dict)}
+    call = calls[0]
+    tool = tools.get(call.get("name"))
+    if tool is None:
+        return False, f"called an unknown tool {call.get('name')!r}"[:_DETAIL_MAX]
+    value, error = _parse(call.get("arguments") or "")
+    if error is None:
+        error = _schema_error(value, tool.get("parameters") or {})
+    return error is None, (error or "")[:_DETAIL_MAX]

@@ -1,0 +1,316 @@
+"""Run a workload: one request, or a run group and the summary that ranks it.
+
+* single: one request (``role`` "single").
+* cached: one fresh prompt sent twice in a row; cold then warm TTFT, and what the
+  provider's prompt cache took off the input price.
+* loop: sequential steps, each fed the conversation and the previous answer; the total
+  loop time ranks.
+* parallel: one request alone (the baseline), then N at once; aggregate output tok/s
+  and each request's slowdown against the baseline.
+
+Each request is measured and handed to ``sink`` at once (so it is recorded even if the
+group dies later) with role "step"; then the group's summary, a RunResult of its own
+with role "group" and index ``group_size``, is what the leaderboard ranks. Plain logic:
+the caller supplies how to build and measure requests (the runner wraps concurrency
+caps around them, ``measure`` does not).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from probes import checks, prompts, workloads
+from probes.engine import ProbeRequest, RunResult
+
+# (messages, extra body fields, extra headers, include_text) -> the request to measure.
+RequestFactory = Callable[
+    [list[dict[str, Any]], dict[str, Any], dict[str, str], bool], ProbeRequest
+]
+
+
+@dataclass
+class Measured:
+    index: int
+    role: str  # "single", "step" or "group"
+    result: RunResult
+    seed: int | None = None
+    prompt_tokens_o200k: int | None = None
+    output_valid: bool | None = None
+    check_detail: str = ""
+    stopped_short: bool = False
+    group_summary: dict[str, Any] | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        """What ``measure --json`` prints for this request (or the group)."""
+        out = self.result.to_dict(include_text=False)
+        out.update(
+            request_index=self.index,
+            role=self.role,
+            prompt_seed=self.seed,
+            prompt_tokens_o200k=self.prompt_tokens_o200k,
+            output_valid=self.output_valid,
+            check_detail=self.check_detail or None,
+            stopped_short=self.stopped_short,
+        )
+        if self.role == "group":
+            out["group"] = True
+            out["group_summary"] = self.group_summary
+        return out
+
+
+@dataclass
+class Plan:
+    """How to run one workload against one endpoint."""
+
+    workload: Any  # a probes.models.Workload (or a workloads.WorkloadSeed)
+    api: str
+    new_request: RequestFactory
+    seed_of: Callable[[int], int]  # request index -> prompt seed
+    measure_one: Callable[[ProbeRequest], RunResult]
+    measure_many: Callable[[list[ProbeRequest]], list[RunResult]]
+    sink: Callable[[Measured], None] = lambda m: None
+    done: set[int] = field(default_factory=set)  # indexes already recorded (redelivery)
+
+
+def group_size(workload: Any) -> int:
+    if workload.kind == "parallel":
+        return workload.requests + 1
+    return workload.requests if workload.kind in ("cached", "loop") else 1
+
+
+def run(plan: Plan) -> list[Measured]:
+    kind = plan.workload.kind
+    if kind == "single":
+        if 0 in plan.done:
+            return []
+        return [_emit(plan, _one(plan, 0, plan.seed_of(0), "single"))]
+    size = group_size(plan.workload)
+    if size in plan.done:
+        return []  # the group is complete, summary and all
+    if plan.done:
+        # A redelivered slot whose group was cut short: its steps cannot be resumed
+        # (a loop needs the answers, a parallel batch its partners); close it as such.
+        return [_emit(plan, _interrupted(plan, size))]
+    runner = {"cached": _cached, "loop": _loop, "parallel": _parallel}[kind]
+    members = runner(plan)
+    summary = summarize(plan.workload, members, size)
+    return [*members, _emit(plan, summary)]
+
+
+# -- one request -----------------------------------------------------------------------
+
+
+def _request(plan: Plan, messages: list[dict[str, Any]]) -> ProbeRequest:
+    workload = plan.workload
+    body, headers = workloads.request_extras(workload, plan.api)
+    return plan.new_request(messages, body, headers, checks.needs_text(workload))
+
+
+def _judge(plan: Plan, m: Measured) -> Measured:
+    m.output_valid, m.check_detail = checks.verdict(plan.workload, m.result)
+    m.stopped_short = checks.stopped_short(plan.workload, m.result)
+    return m
+
+
+def _one(plan: Plan, index: int, seed: int, role: str) -> Measured:
+    messages = prompts.build(workloads.prompt_spec(plan.workload), seed)
+    result = plan.measure_one(_request(plan, messages))
+    return _judge(plan, Measured(index, role, result, seed, prompts.input_size(messages)))
+
+
+def _emit(plan: Plan, m: Measured) -> Measured:
+    plan.sink(m)
+    return m
+
+
+def _stop(result: RunResult) -> bool:
+    """After this, a group goes no further: the provider asked us to wait."""
+    return result.status == "rate_limited"
+
+
+# -- the groups ------------------------------------------------------------------------
+
+
+def _cached(plan: Plan) -> list[Measured]:
+    seed = plan.seed_of(0)  # both requests: the same prompt, byte for byte
+    cold = _emit(plan, _one(plan, 0, seed, "step"))
+    if _stop(cold.result):
+        return [cold]
+    return [cold, _emit(plan, _one(plan, 1, seed, "step"))]
+
+
+def _loop(plan: Plan) -> list[Measured]:
+    spec = workloads.prompt_spec(plan.workload)
+    steps = plan.workload.requests
+    seed = plan.seed_of(0)
+    messages = prompts.build(spec, seed)
+    members: list[Measured] = []
+    for step in range(steps):
+        result = plan.measure_one(_request(plan, messages))
+        m = Measured(step, "step", result, seed, prompts.input_size(messages))
+        members.append(_emit(plan, _judge(plan, m)))
+        if not result.ok:
+            break  # the next step has no answer to build on
+        messages = prompts.follow_up(spec, messages, result.text or "", step + 1, steps)
+    return members
+
+
+def _parallel(plan: Plan) -> list[Measured]:
+    baseline = _emit(plan, _one(plan, 0, plan.seed_of(0), "step"))
+    if _stop(baseline.result):
+        return [baseline]
+    spec = workloads.prompt_spec(plan.workload)
+    indexes = range(1, plan.workload.requests + 1)
+    batch = [prompts.build(spec, plan.seed_of(i)) for i in indexes]
+    results = plan.measure_many([_request(plan, messages) for messages in batch])
+    members = [baseline]
+    for i, messages, result in zip(indexes, batch, results, strict=True):
+        m = Measured(i, "step", result, plan.seed_of(i), prompts.input_size(messages))
+        members.append(_emit(plan, _judge(plan, m)))
+    return members
+
+
+# -- the summary -----------------------------------------------------------------------
+
+
+def _sum(values: list[Any]) -> Any:
+    known = [v for v in values if v is not None]
+    return round(sum(known), 10) if known else None
+
+
+def _median(values: list[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return round(statistics.median(known), 3) if known else None
+
+
+def _pct(part: float | None, whole: float | None) -> float | None:
+    if part is None or not whole:
+        return None
+    return round(100.0 * part / whole, 1)
+
+
+def summarize(workload: Any, members: list[Measured], size: int) -> Measured:
+    """The group's own result: the figures that rank it, and the details behind them."""
+    results = [m.result for m in members]
+    first = results[0]
+    bad = next((m for m in members if not m.result.ok), None)
+    group = RunResult(api=first.api, model=first.model, started_at=first.started_at)
+    if bad is not None:
+        group.status = bad.result.status
+        group.http_status = bad.result.http_status
+        group.error = f"request {bad.index}: {bad.result.error or bad.result.status}"
+        group.retry_after_s = bad.result.retry_after_s
+    elif len(members) < size - (1 if workload.kind == "parallel" else 0):
+        group.status, group.error = "truncated", "the group stopped early"
+    group.output_tokens = _sum([r.output_tokens for r in results])
+    group.input_tokens = _sum([r.input_tokens for r in results])
+    group.cached_input_tokens = _sum([r.cached_input_tokens for r in results])
+    group.cost_usd = _sum([r.cost_usd for r in results])
+    sources = {r.token_source for r in results if r.token_source}
+    group.token_source = sources.pop() if len(sources) == 1 else ("mixed" if sources else None)
+    group.cold_connection = any(r.cold_connection for r in results)
+    summary: dict[str, Any] = {"kind": workload.kind, "requests": len(members)}
+    if workload.kind == "cached":
+        _cached_summary(group, results, summary)
+    elif workload.kind == "loop":
+        _loop_summary(group, results, summary)
+    else:
+        _parallel_summary(group, results, summary)
+    group.short_output = group.output_tps is None
+    return Measured(
+        size,
+        "group",
+        group,
+        members[0].seed,
+        # Like input_tokens (the provider's), the whole group's prompts.
+        _sum([m.prompt_tokens_o200k for m in members]),
+        output_valid=_all_valid(members),
+        stopped_short=any(m.stopped_short for m in members),
+        group_summary=summary,
+    )
+
+
+def _all_valid(members: list[Measured]) -> bool | None:
+    verdicts = [m.output_valid for m in members if m.output_valid is not None]
+    return all(verdicts) if verdicts else None
+
+
+def _cached_summary(group: RunResult, results: list[RunResult], summary: dict) -> None:
+    cold = results[0]
+    warm = results[1] if len(results) > 1 else None
+    # What ranks is what a repeat user meets: the warm request.
+    ranked = warm or cold
+    group.ttft_ms, group.ttfat_ms = ranked.ttft_ms, ranked.ttfat_ms
+    group.e2e_ms, group.output_tps = ranked.e2e_ms, ranked.output_tps
+    summary.update(
+        cold_ttft_ms=cold.ttft_ms,
+        warm_ttft_ms=warm.ttft_ms if warm else None,
+        ttft_saved_pct=(
+            round(100.0 - _pct(warm.ttft_ms, cold.ttft_ms), 1)
+            if warm and _pct(warm.ttft_ms, cold.ttft_ms) is not None
+            else None
+        ),
+        cold_input_tokens=cold.input_tokens,
+        warm_cached_tokens=warm.cached_input_tokens if warm else None,
+        cold_cost_usd=cold.cost_usd,
+        warm_cost_usd=warm.cost_usd if warm else None,
+        # The share of the warm prompt the provider served from its cache, and what
+        # that took off the price (a cache discount shows in the cost, given a price).
+        cache_hit_pct=_pct(warm.cached_input_tokens, warm.input_tokens) if warm else None,
+        cost_saved_pct=(
+            round(100.0 - _pct(warm.cost_usd, cold.cost_usd), 1)
+            if warm and _pct(warm.cost_usd, cold.cost_usd) is not None
+            else None
+        ),
+    )
+
+
+def _loop_summary(group: RunResult, results: list[RunResult], summary: dict) -> None:
+    group.ttft_ms = results[0].ttft_ms
+    group.ttfat_ms = results[0].ttfat_ms
+    # The loop's time is the sum of its requests: our own gaps between steps excluded.
+    group.e2e_ms = _sum([r.e2e_ms for r in results])
+    group.output_tps = _median([r.output_tps for r in results])
+    summary.update(
+        total_ms=group.e2e_ms,
+        step_e2e_ms=[r.e2e_ms for r in results],
+        step_ttft_ms=[r.ttft_ms for r in results],
+    )
+
+
+def _parallel_summary(group: RunResult, results: list[RunResult], summary: dict) -> None:
+    single, batch = results[0], results[1:]
+    spans = [
+        (r.t0_ns, r.t0_ns + int(r.e2e_ms * 1e6))
+        for r in batch
+        if r.t0_ns is not None and r.e2e_ms is not None
+    ]
+    wall_ms = (max(e for _, e in spans) - min(s for s, _ in spans)) / 1e6 if spans else None
+    tokens = _sum([r.output_tokens for r in batch if r.ok])
+    aggregate = round(tokens / (wall_ms / 1e3), 3) if tokens and wall_ms else None
+    per_request = _median([r.output_tps for r in batch if r.ok])
+    group.ttft_ms = _median([r.ttft_ms for r in batch if r.ok])
+    group.e2e_ms = round(wall_ms, 3) if wall_ms is not None else None
+    # The aggregate rate is the throughput figure of a concurrent workload.
+    group.output_tps = aggregate
+    summary.update(
+        concurrency=len(batch),
+        aggregate_output_tps=aggregate,
+        single_output_tps=single.output_tps,
+        per_request_output_tps_p50=per_request,
+        single_ttft_ms=single.ttft_ms,
+        ttft_ms_p50=group.ttft_ms,
+        slowdown=(
+            round(single.output_tps / per_request, 3) if single.output_tps and per_request else None
+        ),
+        wall_ms=group.e2e_ms,
+    )
+
+
+def _interrupted(plan: Plan, size: int) -> Measured:
+    result = RunResult(status="truncated", error="the group was interrupted (worker lost)")
+    summary = {"kind": plan.workload.kind, "requests": len(plan.done), "interrupted": True}
+    return Measured(size, "group", result, group_summary=summary)
