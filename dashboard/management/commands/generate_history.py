@@ -99,6 +99,7 @@ COLUMNS = (
     "price_input_per_m",
     "price_output_per_m",
     "methodology_version",
+    "read_path",
 )
 
 
@@ -476,6 +477,7 @@ class Command(BaseCommand):
                 profile.price_in,
                 profile.price_out,
                 "synthetic",
+                "",  # read_path: no client read these runs
             )
 
         ttft = profile.ttft_ms * ttft_factor * load * rng.lognormvariate(0, 0.3)
@@ -521,4 +523,5 @@ class Command(BaseCommand):
             profile.price_in,
             profile.price_out,
             "synthetic",
+            "",  # read_path: no client read these runs
         )

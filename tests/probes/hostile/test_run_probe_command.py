@@ -9,17 +9,16 @@ import re
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 from django.core.management import CommandError, call_command
 
 from probes import concurrency
 from probes.models import ProbeRun
+from tests.conftest import ROOT
 from tests.probes.engine import hostile
 
 pytestmark = pytest.mark.django_db
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def run_probe(*args: str) -> str:

@@ -1,0 +1,89 @@
+"""Channels: where notices go, each kind a transport from the registry."""
+
+from __future__ import annotations
+
+from django.core.exceptions import ValidationError
+from django.db import models
+from django.utils import timezone
+
+from dashboard.alerts.messages import test_message
+from dashboard.alerts.models.notifications import Notification
+from dashboard.alerts.transports import (
+    REGISTRY,
+    Message,
+    TransportError,
+    get_transport,
+    kind_choices,
+)
+from probes.secrets import redact
+
+
+class Channel(models.Model):
+    """Where notices go. `config` holds the kind's settings (webhook URLs with their
+    tokens): it is write-only in the admin and masked everywhere it is shown."""
+
+    name = models.CharField(max_length=100)
+    kind = models.CharField(max_length=20, choices=kind_choices)
+    config = models.JSONField(default=dict, blank=True)
+    enabled = models.BooleanField(default=True)
+    last_error = models.TextField(blank=True, editable=False)
+    last_error_at = models.DateTimeField(null=True, blank=True, editable=False)
+    disabled_reason = models.CharField(
+        max_length=300,
+        blank=True,
+        editable=False,
+        help_text="Set when a permanent delivery error switched the channel off.",
+    )
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.get_kind_display()})"
+
+    @property
+    def transport(self):
+        return get_transport(self.kind)
+
+    def clean(self) -> None:
+        if self.kind in REGISTRY:  # an unknown kind is reported by the field itself
+            try:
+                self.config = self.transport.clean_config(self.config)
+            except ValidationError as exc:
+                raise ValidationError({"config": exc.messages}) from None
+
+    @property
+    def target(self) -> str:
+        """Where notices go, safe to display."""
+        return self.transport.describe(self.config)
+
+    @property
+    def masked_config(self) -> dict:
+        return self.transport.masked_config(self.config)
+
+    def redact(self, text: str) -> str:
+        return redact(text, self.transport.secret_values(self.config))
+
+    def send(self, message: Message) -> None:
+        """Deliver now; TransportError messages come back with secrets removed."""
+        try:
+            self.transport().send(self.config, message)
+        except TransportError as exc:
+            raise TransportError(self.redact(exc.message), permanent=exc.permanent) from None
+
+    def record_error(self, error: str, *, permanent: bool) -> None:
+        now = timezone.now()
+        fields = {"last_error": error, "last_error_at": now}
+        if permanent:
+            # Like healthchecks: a gone webhook stays off until someone looks at it.
+            fields |= {"enabled": False, "disabled_reason": error[:300]}
+        Channel.objects.filter(pk=self.pk).update(**fields)
+        for name, value in fields.items():
+            setattr(self, name, value)
+
+    def send_test(self) -> Notification:
+        """Send a test notice now (the admin's "Send test notification")."""
+        note = Notification.objects.create(channel=self, transition=Notification.TEST)
+        note.attempt(test_message(self), test=True)
+        return note
