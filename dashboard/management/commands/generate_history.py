@@ -100,6 +100,10 @@ COLUMNS = (
     "price_output_per_m",
     "methodology_version",
     "read_path",
+    # Not-null columns without a database default: COPY must name them.
+    "role",
+    "stopped_short",
+    "check_detail",
 )
 
 
@@ -478,6 +482,9 @@ class Command(BaseCommand):
                 profile.price_out,
                 "synthetic",
                 "",  # read_path: no client read these runs
+                "single",  # role: one request per run, no run groups
+                False,  # stopped_short
+                "",  # check_detail: no answer checks
             )
 
         ttft = profile.ttft_ms * ttft_factor * load * rng.lognormvariate(0, 0.3)
@@ -524,4 +531,7 @@ class Command(BaseCommand):
             profile.price_out,
             "synthetic",
             "",  # read_path: no client read these runs
+            "single",  # role: one request per run, no run groups
+            False,  # stopped_short
+            "",  # check_detail: no answer checks
         )

@@ -206,7 +206,7 @@ def worker_env() -> dict[str, str]:
     return {}
 
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]  # the repository (tests/dashboard/alerts/..)
 
 
 @pytest.fixture
