@@ -11,7 +11,6 @@ import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from urllib.parse import quote
 
 import pytest
@@ -22,6 +21,7 @@ from dashboard.alerts.models import AlertRule, Channel
 from dashboard.celery import app as celery_app
 from probes.models import CanonicalModel, Endpoint, ProbeRun, Provider, Workload
 from probes.redis_client import redis_client
+from tests.conftest import ROOT
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 SECRET_TOKEN = "T0KEN-s3cr3t-abcdef"
@@ -204,9 +204,6 @@ def mailbox_channel(db) -> Channel:
 def worker_env() -> dict[str, str]:
     """Extra environment for the worker (tests override it, e.g. with SMTP settings)."""
     return {}
-
-
-ROOT = Path(__file__).resolve().parents[3]  # the repository (tests/dashboard/alerts/..)
 
 
 @pytest.fixture

@@ -1,13 +1,16 @@
 """The pages in a real headless Chromium (Debian's), against pytest-django's live server.
 
 Every test also checks that the page logged no console error and requested nothing
-outside localhost. Screenshots go to test-artifacts/. The README's (static/img/readme-*)
-come only from the demo: simulated providers measured for real (tests/dashboard/web/conftest.py's
-`demo`), never from the factory data, whose made-up figures carry vendors' names.
+outside localhost. Screenshots go to test-artifacts/; with INFERWATCH_README_IMAGES=1 the
+README's (static/img/readme-*) are refreshed too (never by default: a test run leaves the
+work tree as it found it). They come only from the demo: simulated providers measured
+for real (tests/dashboard/web/conftest.py's `demo`), never from the factory data, whose
+made-up figures carry vendors' names.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 from urllib.parse import urlparse
@@ -101,7 +104,7 @@ def screenshot(page, name: str, full_page: bool = True) -> None:
     ARTIFACTS.mkdir(exist_ok=True)
     path = ARTIFACTS / f"{name}.png"
     page.screenshot(path=str(path), full_page=full_page)
-    if name in README_IMAGES:
+    if name in README_IMAGES and os.environ.get("INFERWATCH_README_IMAGES") == "1":
         target = ROOT / "static" / "img" / README_IMAGES[name]
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, target)
