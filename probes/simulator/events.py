@@ -108,7 +108,8 @@ class OpenAIChatEvents:
         return finish_chunk + usage_chunk + (b"data: [DONE]\n\n" if done else b"")
 
 
-def _anthropic(kind: str, payload: dict[str, Any]) -> bytes:
+def _typed_event(kind: str, payload: dict[str, Any]) -> bytes:
+    """A named SSE event whose JSON carries its own name as "type" (Anthropic, Responses)."""
     return b"event: " + kind.encode() + b"\ndata: " + _json({"type": kind, **payload}) + b"\n\n"
 
 
@@ -150,14 +151,14 @@ class AnthropicEvents:
         }
         if not self._with_usage:
             del message["usage"]
-        return _anthropic("message_start", {"message": message}) + _anthropic("ping", {})
+        return _typed_event("message_start", {"message": message}) + _typed_event("ping", {})
 
     def _switch(self, kind: str, name: str | None = None) -> bytes:
         if self._block_kind == kind:
             return b""
         out = b""
         if self._block_kind is not None:
-            out += _anthropic("content_block_stop", {"index": self._block})
+            out += _typed_event("content_block_stop", {"index": self._block})
         self._block += 1
         self._block_kind = kind
         if kind == "thinking":
@@ -166,29 +167,29 @@ class AnthropicEvents:
             block = {"type": "tool_use", "id": "toolu_sim_1", "name": name or "", "input": {}}
         else:
             block = {"type": "text", "text": ""}
-        return out + _anthropic(
+        return out + _typed_event(
             "content_block_start", {"index": self._block, "content_block": block}
         )
 
     def output(self, text: str, reasoning: bool) -> bytes:
         if reasoning:
             delta = {"type": "thinking_delta", "thinking": text}
-            return self._switch("thinking") + _anthropic(
+            return self._switch("thinking") + _typed_event(
                 "content_block_delta", {"index": self._block, "delta": delta}
             )
         delta = {"type": "text_delta", "text": text}
-        return self._switch("text") + _anthropic(
+        return self._switch("text") + _typed_event(
             "content_block_delta", {"index": self._block, "delta": delta}
         )
 
     def tool(self, text: str, name: str | None) -> bytes:
         delta = {"type": "input_json_delta", "partial_json": text}
-        return self._switch("tool_use", name) + _anthropic(
+        return self._switch("tool_use", name) + _typed_event(
             "content_block_delta", {"index": self._block, "delta": delta}
         )
 
     def error(self) -> bytes:
-        return _anthropic(
+        return _typed_event(
             "error",
             {"error": {"type": "overloaded_error", "message": "simulated failure mid-stream"}},
         )
@@ -215,14 +216,14 @@ class AnthropicEvents:
     ) -> bytes:
         out = b""
         if self._block_kind is not None:
-            out += _anthropic("content_block_stop", {"index": self._block})
+            out += _typed_event("content_block_stop", {"index": self._block})
         stop = {"length": "max_tokens", "tool_calls": "tool_use"}.get(finish, "end_turn")
         if usage is None:
-            out += _anthropic(
+            out += _typed_event(
                 "message_delta", {"delta": {"stop_reason": stop, "stop_sequence": None}}
             )
-            return out + (_anthropic("message_stop", {}) if done else b"")
-        out += _anthropic(
+            return out + (_typed_event("message_stop", {}) if done else b"")
+        out += _typed_event(
             "message_delta",
             {
                 "delta": {"stop_reason": stop, "stop_sequence": None},
@@ -236,12 +237,8 @@ class AnthropicEvents:
             },
         )
         if done:
-            out += _anthropic("message_stop", {})
+            out += _typed_event("message_stop", {})
         return out
-
-
-def _responses(kind: str, payload: dict[str, Any]) -> bytes:
-    return b"event: " + kind.encode() + b"\ndata: " + _json({"type": kind, **payload}) + b"\n\n"
 
 
 class OpenAIResponsesEvents:
@@ -268,7 +265,7 @@ class OpenAIResponsesEvents:
         )
 
     def head(self) -> bytes:
-        return _responses(
+        return _typed_event(
             "response.created", {"response": {**self._response, "status": "in_progress"}}
         )
 
@@ -276,7 +273,7 @@ class OpenAIResponsesEvents:
         return (self._reasoning if reasoning else self._answer) + _json(text) + b"}\n\n"
 
     def error(self) -> bytes:
-        return _responses(
+        return _typed_event(
             "error", {"error": {"type": "server_error", "message": "simulated failure mid-stream"}}
         )
 
@@ -310,7 +307,7 @@ class OpenAIResponsesEvents:
             "incomplete_details": {"reason": "max_output_tokens"} if finish == "length" else None,
         }
         if usage is None:  # a server that sends no usage
-            return _responses(f"response.{status}", {"response": response})
+            return _typed_event(f"response.{status}", {"response": response})
         response |= {
             "usage": {
                 "input_tokens": self._input,
@@ -323,7 +320,7 @@ class OpenAIResponsesEvents:
                 "x_simulator": timing["x_simulator"],
             },
         }
-        return _responses(f"response.{status}", {"response": response})
+        return _typed_event(f"response.{status}", {"response": response})
 
 
 # The stream each API speaks, by the engine's dialect name (probes/engine/dialects/).
