@@ -16,8 +16,7 @@ import orjson
 import pytest
 
 from probes.simulator import start_in_process
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.conftest import ROOT
 
 
 def newcomer(*args: str, cwd: Path, timeout: float = 60, **extra: str):

@@ -9,9 +9,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from tests.conftest import ROOT
 from tests.probes.engine.replay import FIXTURES
 
-ROOT = Path(__file__).resolve().parents[1]
 # Made on the machine, never in a clone.
 SKIPPED_DIRS = {".git", ".venv", "var", "staticfiles", "node_modules", "test-artifacts"}
 OUTSIDE = re.compile(

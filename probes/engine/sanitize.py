@@ -11,7 +11,7 @@ unprintable (NaN is not JSON). So, once per run after its metrics (never per chu
 * strings are cleaned of control characters and cut to their column's length;
 * numbers are finite and within their column's range, or null (unmeasured).
 
-The limits below are the storage contract: probes/models.py sizes its columns from them.
+The limits below are the storage contract: probes/models/runs.py sizes its columns from them.
 """
 
 from __future__ import annotations

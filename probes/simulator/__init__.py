@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from .profiles import BUILTIN, FAULTS, REALISTIC_FAULTS, Profile, resolve
-from .server import ServerTraits, SimulatorServer, reduce_timer_slack
+from .scheduler import reduce_timer_slack
+from .server import ServerTraits, SimulatorServer
 
 __all__ = [
     "BUILTIN",

@@ -8,7 +8,8 @@ import sys
 
 from .events import EVENTS
 from .profiles import FAULTS, REALISTIC_FAULTS, Profile
-from .server import ServerTraits, SimulatorServer, reduce_timer_slack
+from .scheduler import reduce_timer_slack
+from .server import ServerTraits, SimulatorServer
 
 
 def build_parser(prog: str | None = None) -> argparse.ArgumentParser:

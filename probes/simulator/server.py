@@ -1,25 +1,18 @@
 """The simulated provider: an HTTP/1.1 streaming server with a known schedule.
 
-Output event ``i`` is due at ``t_request + ttft + i * k / tps`` (``perf_counter_ns``, the
-same system-wide monotonic clock the client reads). One scheduler per event loop owns a
-heap of deadlines: it lets the loop sleep when the next deadline is far, and closes the
-last stretch with ``time.sleep`` (timer slack reduced to 1 ns), because asyncio's epoll
-timeout has a 1 ms resolution and 4,200 tok/s needs one token every 0.24 ms. Each stream
-reports the actual send times of its first and last output event in ``x_simulator`` so
-tests and benchmarks compare the client against the truth, not against the plan.
+Requests are parsed here and routed by the dialect registry's paths (chat, messages,
+responses, the tokenize routes, /v1/models, /props); each streaming answer is a
+``Stream`` (stream.py) that the ``Scheduler`` (scheduler.py) emits on time. Errors before
+the stream (auth, rate limit, …) are answered here, faults during it by the stream.
 """
 
 from __future__ import annotations
 
 import asyncio
-import ctypes
-import heapq
 import itertools
 import random
 import socket
 import ssl
-import struct
-import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from time import perf_counter_ns
@@ -31,258 +24,14 @@ from probes.engine import tokens  # the same o200k count the engine uses
 from probes.engine.dialects import DIALECTS
 
 from . import content
-from .events import EVENTS, OpenAIChatEvents
+from .events import EVENTS
 from .profiles import BUILTIN, Profile, resolve
+from .scheduler import Scheduler
+from .stream import Stream
 
-_FAR_NS = 2_000_000  # beyond this, let the event loop sleep...
-_MARGIN_NS = 1_500_000  # ...and wake this early to finish with a precise sleep
-_MAX_BATCH = 512  # events per write when catching up (flood mode)
 _MAX_HEADER = 64 * 1024
 _ids = itertools.count(1)
 
-
-def reduce_timer_slack() -> None:
-    """Linux: make short sleeps precise (default slack is 50 us) for this thread."""
-    try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(29, 1, 0, 0, 0)  # PR_SET_TIMERSLACK = 29
-    except (OSError, AttributeError):
-        pass
-
-
-class Scheduler:
-    """Calls ``stream.emit()`` at each stream's next deadline."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
-        self.heap: list[tuple[int, int, _Stream]] = []
-        self._seq = itertools.count()
-        self._handle: asyncio.Handle | None = None
-        self._handle_due = 0
-
-    def add(self, stream: _Stream, deadline: int) -> None:
-        heapq.heappush(self.heap, (deadline, next(self._seq), stream))
-        if self._handle is None or deadline < self._handle_due:
-            if self._handle is not None:
-                self._handle.cancel()
-            self._schedule(deadline)
-
-    def _schedule(self, deadline: int) -> None:
-        self._handle_due = deadline
-        wait = deadline - perf_counter_ns()
-        if wait > _FAR_NS:
-            self._handle = self.loop.call_later((wait - _MARGIN_NS) / 1e9, self._tick)
-        else:
-            self._handle = self.loop.call_soon(self._tick)
-
-    def _tick(self) -> None:
-        self._handle = None
-        heap = self.heap
-        if heap:
-            wait = heap[0][0] - perf_counter_ns()
-            if 0 < wait <= _FAR_NS:
-                time.sleep(wait / 1e9)  # precise; blocks the loop for < 2 ms
-        now = perf_counter_ns()
-        while heap and heap[0][0] <= now:
-            _, seq, stream = heapq.heappop(heap)
-            nxt = stream.emit()
-            if nxt is not None:
-                heapq.heappush(heap, (nxt, seq, stream))
-            now = perf_counter_ns()
-        if heap:
-            # Return to the loop between rounds so it can read requests and closes.
-            self._schedule(heap[0][0])
-
-
-class _Stream:
-    """One streaming response on its schedule, with the profile's fault if any."""
-
-    def __init__(
-        self,
-        conn: _Conn,
-        profile: Profile,
-        events: Any,
-        n_tokens: int,
-        t_request: int,
-        script: list[str] | None = None,
-        tool_name: str | None = None,
-    ) -> None:
-        self.conn = conn
-        self.p = profile
-        self.events = events
-        self.t_request = t_request
-        # A fixed answer (JSON, tool-call arguments) as model tokens, else prose.
-        self.script = script
-        self.tool_name = tool_name
-        endless = profile.fault == "endless"
-        self.n_tokens = n_tokens
-        k = profile.tokens_per_event
-        self.n_events = -(-n_tokens // k) if not endless else None
-        self.i = 0  # next output event
-        ttft_ns = (
-            profile.slow_ttft_s * 1e9
-            if profile.fault == "slow_first_token"
-            else profile.ttft_ms * 1e6
-        )
-        if profile.prefill_tps > 0:
-            uncached = conn.prompt_tokens - conn.cached_tokens
-            ttft_ns += uncached / profile.prefill_tps * 1e9
-        self.next_due = t_request + int(ttft_ns)
-        self.gap_ns = k / profile.tps * 1e9 if profile.tps > 0 else 0.0
-        self._rng = random.Random(profile.seed) if profile.jitter_pct else None
-        default_after = max(1, (self.n_events or 20) // 2)
-        self.fault_after = profile.fault_after if profile.fault_after is not None else default_after
-        self.t_first: int | None = None
-        self.t_last: int | None = None
-        self.paused = False
-        self.done = False
-
-    def _gap(self) -> float:
-        if self._rng is None:
-            return self.gap_ns
-        j = self.p.jitter_pct / 100.0
-        return self.gap_ns * (1.0 + self._rng.uniform(-j, j))
-
-    def emit(self) -> int | None:
-        """Write every event now due; return the next deadline, or None when finished."""
-        if self.done or self.conn.closed:
-            return None
-        if self.paused:
-            return None  # resumed by the connection's resume_writing()
-        p, k = self.p, self.p.tokens_per_event
-        now = perf_counter_ns()
-        parts: list[bytes] = []
-        first_in_batch = self.i
-        fault = p.fault
-        while self.next_due <= now and len(parts) < _MAX_BATCH:
-            if self.n_events is not None and self.i >= self.n_events:
-                break
-            if self.i == self.fault_after and fault in _MID_STREAM:
-                return self._fault(parts, first_in_batch)
-            start = self.i * k
-            count = k if self.n_events is None else min(k, self.n_tokens - start)
-            reasoning = start < p.reasoning_tokens
-            if reasoning:
-                count = min(count, p.reasoning_tokens - start)
-            parts.append(self._event(start, count, reasoning))
-            self.i += 1
-            self.next_due += int(self._gap())
-        if parts:
-            self.conn.write_chunk(b"".join(parts))
-            t = perf_counter_ns()
-            if first_in_batch == 0:
-                self.t_first = t
-            self.t_last = t
-        if self.n_events is not None and self.i >= self.n_events:
-            self._finish(done=fault != "no_done")
-            return None
-        return self.next_due
-
-    def _event(self, start: int, count: int, reasoning: bool) -> bytes:
-        p = self.p
-        if reasoning:
-            return self.events.output(content.prose(start, count, p.vocab), True)
-        if self.script is None:
-            text = content.prose(start, count, p.vocab, p.sentence_tokens)
-            return self.events.output(text, False)
-        # Scripted output starts after the reasoning tokens (if any).
-        at = start - min(p.reasoning_tokens, start)
-        text = "".join(self.script[at : at + count])
-        if self.tool_name is None:
-            return self.events.output(text, False)
-        return self.events.tool(text, self.tool_name if at == 0 else None)
-
-    def _fault(self, parts: list[bytes], first_in_batch: int) -> int | None:
-        conn, fault = self.conn, self.p.fault
-        if parts:
-            conn.write_chunk(b"".join(parts))
-            self.t_last = perf_counter_ns()
-            if first_in_batch == 0:
-                self.t_first = self.t_last
-        self.done = True
-        if fault == "stall":
-            return None  # keep the connection open, send nothing more
-        if fault == "disconnect":
-            conn.transport.close()  # FIN after the buffered bytes: body left incomplete
-        elif fault == "reset":
-            sock = conn.transport.get_extra_info("socket")
-            if sock is not None:
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            conn.transport.abort()
-        elif fault == "truncate":
-            conn.end_chunked()
-        elif fault == "error_event":
-            conn.write_chunk(
-                self.events.error()
-                + (b"data: [DONE]\n\n" if isinstance(self.events, OpenAIChatEvents) else b"")
-            )
-            conn.end_chunked()
-        else:  # malformed_json, invalid_utf8, huge_event: one bad event, then carry on
-            bad = {
-                "malformed_json": self.events.malformed,
-                "invalid_utf8": self.events.invalid_utf8,
-                "huge_event": self.events.huge,
-            }[fault]()
-            conn.write_chunk(bad)
-            self.done = False
-            self.fault_after = -1
-            return self.next_due
-        return None
-
-    def _finish(self, done: bool) -> None:
-        self.done = True
-        p = self.p
-        t_first = self.t_first or perf_counter_ns()
-        t_last = self.t_last or t_first
-        reasoning = min(p.reasoning_tokens, self.n_tokens)
-        usage = {
-            "prompt_tokens": self.conn.prompt_tokens,
-            "completion_tokens": self.n_tokens,
-            "total_tokens": self.conn.prompt_tokens + self.n_tokens,
-            "prompt_tokens_details": {"cached_tokens": self.conn.cached_tokens},
-            "completion_tokens_details": {"reasoning_tokens": reasoning},
-        }
-        timing = {
-            "time_info": {
-                "queue_time": 0.0,
-                "prompt_time": (t_first - self.t_request) / 1e9,
-                "completion_time": (t_last - t_first) / 1e9,
-                "total_time": (t_last - self.t_request) / 1e9,
-            },
-            "x_simulator": {
-                "t_request_ns": self.t_request,
-                "t_first_ns": t_first,
-                "t_last_ns": t_last,
-                "output_events": self.i,
-                "output_tokens": self.n_tokens,
-                "first_event_tokens": min(p.tokens_per_event, self.n_tokens),
-                "tps": p.tps,
-                "ttft_ms": p.ttft_ms,
-            },
-        }
-        finish = "length" if self.n_tokens >= self.conn.max_tokens else "stop"
-        if self.tool_name is not None and finish == "stop":
-            finish = "tool_calls"
-        eval_count = self.n_tokens if p.usage == "eval_count" else None
-        sent_usage = usage if p.usage == "full" else None
-        if not self.conn.server.traits.usage and isinstance(self.events, OpenAIChatEvents):
-            sent_usage = None
-        self.conn.write_chunk(self.events.tail(finish, sent_usage, timing, done, eval_count))
-        self.conn.end_chunked()
-
-
-_MID_STREAM = frozenset(
-    {
-        "stall",
-        "disconnect",
-        "reset",
-        "malformed_json",
-        "error_event",
-        "truncate",
-        "huge_event",
-        "invalid_utf8",
-    }
-)
 
 _ERRORS = {
     "auth": (
@@ -329,7 +78,7 @@ class _Conn(asyncio.Protocol):
         self.busy = False
         self.closed = False
         self.keep_alive = True
-        self.stream: _Stream | None = None
+        self.stream: Stream | None = None
         self.prompt_tokens = 0
         self.cached_tokens = 0  # of prompt_tokens, served from the prompt cache
         self.max_tokens = 0
@@ -687,7 +436,7 @@ class SimulatorServer:
             script = content.model_tokens(content.json_text(schema))
         if script is not None:
             n_tokens = min(n_tokens, profile.reasoning_tokens + len(script))
-        stream = _Stream(conn, profile, events, n_tokens, t_request, script, tool_name)
+        stream = Stream(conn, profile, events, n_tokens, t_request, script, tool_name)
         conn.stream = stream
         conn.start_chunked(events.head())
         self.scheduler.add(stream, stream.next_due)

@@ -32,8 +32,7 @@ from django.db import connection
 from probes.models import CanonicalModel, Endpoint, Price, Probe, Provider, Workload
 from probes.redis_client import redis_client
 from probes.simulator import SimulatorProcess, start_in_process
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.conftest import ROOT
 
 
 def wait_for(condition: Callable[[], object], timeout_s: float = 20.0, every: float = 0.1):

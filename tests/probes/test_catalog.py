@@ -6,14 +6,13 @@ import io
 import pytest
 from django.core.management import CommandError, call_command
 
-from probes.catalog import (
+from probes.catalog import load_catalog, load_demo
+from probes.catalog_seeds import (
     DEMO_CLAIM_SOURCE,
     DEMO_COSTLY_INTERVAL_S,
     DEMO_INTERVAL_S,
     DEMO_PROVIDERS,
     PROVIDERS,
-    load_catalog,
-    load_demo,
 )
 from probes.models import (
     CanonicalModel,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from io import StringIO
-from pathlib import Path
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -11,8 +10,9 @@ from django.core.management import CommandError, call_command
 from dashboard.alerts.models import AlertRule
 from probes.catalog import LoadReport, load_workloads
 from probes.models import Endpoint, Price, Probe, Provider, Workload
+from tests.conftest import ROOT
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "probes.example.yaml"
+EXAMPLE = ROOT / "probes.example.yaml"
 pytestmark = pytest.mark.django_db
 
 

@@ -23,9 +23,9 @@ from probes import heartbeat
 from probes.models import ProbeRun
 from probes.redis_client import redis_client
 from probes.simulator import start_in_process
+from tests.conftest import ROOT
 
 CHROMIUM = Path("/usr/bin/chromium")
-ROOT = Path(__file__).resolve().parents[3]
 ARTIFACTS = ROOT / "test-artifacts"
 README_IMAGES = {
     "demo-leaderboard": "readme-leaderboard.png",

@@ -4,11 +4,10 @@ exception to it (no inline script, style or handler; plotly's styles come from a
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 from dashboard.web import vendor
+from tests.conftest import ROOT
 
-ROOT = Path(__file__).resolve().parents[3]
 TEMPLATES = sorted((ROOT / "templates").rglob("*.html"))
 
 

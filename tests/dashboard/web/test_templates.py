@@ -4,9 +4,10 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
-TEMPLATES = Path(__file__).resolve().parents[3] / "templates"
+from tests.conftest import ROOT
+
+TEMPLATES = ROOT / "templates"
 HARD_CODED = re.compile(r'\b(?:href|src|action|hx-get|hx-post)="/')
 BADGE = "dashboard/partials/simulated_badge.html"
 

@@ -12,9 +12,10 @@ import random
 import socket
 import socketserver
 import threading
-from pathlib import Path
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "sse"
+from tests.conftest import ROOT
+
+FIXTURES = ROOT / "tests" / "fixtures" / "sse"
 
 
 def split(body: bytes, mode: str) -> list[bytes]:

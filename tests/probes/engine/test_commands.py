@@ -7,7 +7,6 @@ import os
 import socket
 import subprocess
 import sys
-from pathlib import Path
 
 import orjson
 import pytest
@@ -16,8 +15,7 @@ from django.core.management import CommandError, call_command
 from probes import workloads
 from probes.engine import STATUSES, tokens
 from probes.simulator import SimulatorHandle
-
-ROOT = Path(__file__).resolve().parents[3]
+from tests.conftest import ROOT
 
 
 def manage(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:

@@ -1,0 +1,295 @@
+"""Who we probe: providers, their keys, the models they serve (endpoints) and prices;
+and the seed catalog's record of what it added."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from decimal import Decimal
+from typing import TYPE_CHECKING
+
+from django.core.validators import MinValueValidator
+from django.db import models
+from django.utils import timezone
+
+from probes import context_fit, secrets
+from probes.engine.dialects import API_CHOICES
+from probes.models.validators import (
+    positive,
+    validate_base_url,
+    validate_env_name,
+    validate_headers,
+)
+
+if TYPE_CHECKING:
+    from probes.models.workloads import Workload
+
+# Every provider API the engine speaks (probes/engine/dialects/), as admin choices.
+API_STYLES = API_CHOICES
+
+TOKEN_COUNTERS = [
+    ("", "usage, else o200k"),
+    ("llama.cpp", "llama.cpp /tokenize"),
+    ("vllm", "vLLM /tokenize"),
+    ("llama-cpp-python", "llama-cpp-python /extras/tokenize"),
+    ("ollama", "Ollama's final eval_count"),
+]
+
+
+class Provider(models.Model):
+    name = models.CharField(max_length=100, unique=True)
+    slug = models.SlugField(max_length=100, unique=True)
+    api_style = models.CharField(max_length=32, choices=API_STYLES, default="openai-chat")
+    base_url = models.CharField(
+        max_length=300,
+        validators=[validate_base_url],
+        help_text="Up to the API version, e.g. https://api.groq.com/openai/v1",
+    )
+    api_key_env = models.CharField(
+        "API key environment variable",
+        max_length=100,
+        blank=True,
+        validators=[validate_env_name],
+        help_text="Name of an environment variable holding the key (preferred).",
+    )
+    # Fernet token; never rendered back. Set through set_api_key().
+    api_key_encrypted = models.TextField(blank=True, editable=False)
+    requires_key = models.BooleanField(
+        default=True, help_text="Off for local servers (vLLM, llama.cpp, Ollama) and simulators."
+    )
+    extra_headers = models.JSONField(default=dict, blank=True, validators=[validate_headers])
+    connect_timeout_s = models.FloatField(default=10, validators=[MinValueValidator(0.1)])
+    first_token_timeout_s = models.FloatField(default=60, validators=[MinValueValidator(0.1)])
+    stall_timeout_s = models.FloatField(default=30, validators=[MinValueValidator(0.1)])
+    total_timeout_s = models.FloatField(default=300, validators=[MinValueValidator(1)])
+    max_concurrency = models.PositiveSmallIntegerField(
+        # "Add an endpoint" sets it from the server's slot count (1 for llama.cpp's
+        # single slot, where two probes would queue behind each other).
+        default=2,
+        validators=[MinValueValidator(1)],
+        help_text="Concurrent requests across all workers (rate-limit friendly).",
+    )
+    enabled = models.BooleanField(default=False)
+    simulated = models.BooleanField(
+        default=False, help_text="Served by Inferwatch's own simulator: demo data, not a vendor."
+    )
+    website = models.URLField(blank=True)
+    notes = models.TextField(blank=True)
+    # Set on rows the seed catalog added (probes/catalog.py): how a reload recognises them
+    # whatever the operator renamed since.
+    catalog_key = models.CharField(max_length=200, blank=True, editable=False, db_index=True)
+    backoff_until = models.DateTimeField(null=True, blank=True, editable=False)
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return f"{self.name} (simulated)" if self.simulated else self.name
+
+    def save(self, *args, **kwargs) -> None:
+        # Re-encrypt a stored key under the current FIELD_ENCRYPTION_KEY, so that old keys
+        # can be retired; a key no known secret decrypts is kept as it is (the admin and
+        # /status say so), never silently dropped.
+        fields = kwargs.get("update_fields")
+        if fields is None or "api_key_encrypted" in fields:
+            self.rotate_key()
+        super().save(*args, **kwargs)
+
+    def rotate_key(self) -> bool:
+        """Re-encrypt the stored key under the current FIELD_ENCRYPTION_KEY (in memory);
+        False when there is a stored key that no current or old secret decrypts."""
+        if not self.api_key_encrypted:
+            return True
+        token = secrets.rotate(self.api_key_encrypted)
+        if token is not None:
+            self.api_key_encrypted = token
+        return token is not None
+
+    def set_api_key(self, raw: str) -> None:
+        self.api_key_encrypted = secrets.encrypt(raw) if raw else ""
+
+    def resolve_key(self) -> ProviderKey:
+        """The key to send: from the named environment variable when it is allowed and
+        set, else from the encrypted store. A configured key that cannot be used is a
+        problem, and then nothing is sent (probes/runner.py)."""
+        if self.api_key_env:
+            source = f"environment ({self.api_key_env})"
+            refusal = secrets.env_name_refusal(self.api_key_env)
+            if refusal:
+                return ProviderKey(source=source, problem=f"API key variable {refusal}")
+            if os.environ.get(self.api_key_env):
+                return ProviderKey(os.environ[self.api_key_env], source)
+        if self.api_key_encrypted:
+            value = secrets.decrypt(self.api_key_encrypted)
+            if value is None:
+                return ProviderKey(source="stored", problem=secrets.UNDECRYPTABLE)
+            return ProviderKey(value, "stored, encrypted")
+        return ProviderKey()
+
+    @property
+    def has_key(self) -> bool:
+        return bool(self.resolve_key().value)
+
+    @property
+    def key_status(self) -> str:
+        """Where the key comes from, or why it cannot be used; never the key itself."""
+        key = self.resolve_key()
+        return f"unusable: {key.problem}" if key.problem else key.source
+
+    @property
+    def probeable(self) -> bool:
+        return self.enabled and (self.has_key or not self.requires_key)
+
+
+@dataclass(frozen=True)
+class ProviderKey:
+    """A provider's key as resolved for a request. `repr` leaves the value out, so a key
+    never lands in a log or a traceback by way of this object."""
+
+    value: str | None = field(default=None, repr=False)
+    source: str = "none"
+    problem: str = ""
+
+
+class CanonicalModel(models.Model):
+    """A model as the world knows it ("Llama 3.3 70B"), served by several providers."""
+
+    name = models.CharField(max_length=100, unique=True)
+    slug = models.SlugField(max_length=100, unique=True)
+    family = models.CharField(max_length=60, blank=True)
+    parameters_b = models.DecimalField(
+        "parameters (billions)", max_digits=8, decimal_places=1, null=True, blank=True
+    )
+    open_weights = models.BooleanField(default=False)
+    notes = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class EndpointQuerySet(models.QuerySet):
+    def too_small_for(self, workload: Workload):
+        """Endpoints whose known context cannot hold the workload: it is not applicable."""
+        needed = context_fit.tokens_needed(workload.approx_input_tokens, workload.max_tokens)
+        return self.filter(context_tokens__lt=needed)
+
+
+class Endpoint(models.Model):
+    """One provider's deployment of a model, named as the provider names it."""
+
+    provider = models.ForeignKey(Provider, on_delete=models.CASCADE, related_name="endpoints")
+    model_id = models.CharField(max_length=200, help_text="The model name the API expects.")
+    canonical_model = models.ForeignKey(
+        CanonicalModel, on_delete=models.PROTECT, related_name="endpoints"
+    )
+    extra_body = models.JSONField(
+        default=dict, blank=True, help_text="Merged into every request body for this endpoint."
+    )
+    context_tokens = models.PositiveIntegerField(
+        "context length (tokens)",
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text="The model's context window as the server reports it (Test connection "
+        "fills it in). Workloads that cannot fit are not applicable: greyed, never run.",
+    )
+    token_counter = models.CharField(
+        "token count without usage",
+        max_length=20,
+        choices=TOKEN_COUNTERS,
+        blank=True,
+        help_text="When a stream carries no usage, ask the server's tokenizer (else o200k). "
+        "Test connection detects the route.",
+    )
+    send_min_tokens = models.BooleanField(
+        default=False,
+        help_text="Send min_tokens (vLLM, SGLang) so the answer reaches the workload's "
+        "target length; OpenAI and Anthropic reject it.",
+    )
+    enabled = models.BooleanField(default=True)
+    notes = models.TextField(blank=True)
+    catalog_key = models.CharField(max_length=200, blank=True, editable=False, db_index=True)
+
+    objects = EndpointQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["provider__name", "model_id"]
+        constraints = [
+            models.UniqueConstraint(fields=["provider", "model_id"], name="endpoint_unique_model")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.provider} · {self.model_id}"
+
+    def price_at(self, when: datetime | date) -> Price | None:
+        """The list price in force at `when` (prices are history, never overwritten)."""
+        day = when.date() if isinstance(when, datetime) else when
+        return self.prices.filter(effective_from__lte=day).order_by("-effective_from").first()
+
+    @property
+    def current_price(self) -> Price | None:
+        return self.price_at(timezone.now())
+
+
+class Price(models.Model):
+    endpoint = models.ForeignKey(Endpoint, on_delete=models.CASCADE, related_name="prices")
+    effective_from = models.DateField(default=date.today)
+    input_per_m = models.DecimalField(
+        "input $/M tokens", max_digits=10, decimal_places=4, validators=[positive]
+    )
+    cached_input_per_m = models.DecimalField(
+        "cached input $/M tokens",
+        max_digits=10,
+        decimal_places=4,
+        null=True,
+        blank=True,
+        validators=[positive],
+        help_text="Empty when the provider has no cache discount (input price applies).",
+    )
+    output_per_m = models.DecimalField(
+        "output $/M tokens", max_digits=10, decimal_places=4, validators=[positive]
+    )
+    source_url = models.URLField(blank=True)
+
+    class Meta:
+        ordering = ["endpoint", "-effective_from"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["endpoint", "effective_from"], name="price_unique_per_day"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(input_per_m__gte=0) & models.Q(output_per_m__gte=0),
+                name="price_not_negative",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"${self.input_per_m}/${self.output_per_m} from {self.effective_from}"
+
+    @property
+    def blended_per_m(self) -> Decimal:
+        """Artificial Analysis' blend: three input tokens to one output token."""
+        return (3 * self.input_per_m + self.output_per_m) / 4
+
+
+class CatalogRecord(models.Model):
+    """Every row the seed catalog ever added, by its stable key.
+
+    A reload adds only keys missing here: a row the operator deleted stays deleted, and a
+    renamed one is found by the `catalog_key` it carries (probes/catalog.py).
+    """
+
+    key = models.CharField(max_length=200, unique=True)
+    added_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["key"]
+
+    def __str__(self) -> str:
+        return self.key

@@ -1,0 +1,45 @@
+"""Validators the catalog's fields share (also referenced by migrations)."""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal
+
+from django.core.exceptions import ValidationError
+from django.core.validators import MinValueValidator, URLValidator
+
+from probes import secrets
+
+_ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
+_REGION = re.compile(r"^[a-z0-9][a-z0-9-]{0,39}$")
+
+
+def validate_base_url(value: str) -> None:
+    URLValidator(schemes=["http", "https"])(value)
+    if value.rstrip("/") != value.rstrip("/").strip() or "?" in value or "#" in value:
+        raise ValidationError("The base URL may not contain a query string or fragment.")
+
+
+def validate_env_name(value: str) -> None:
+    if value and not _ENV_NAME.match(value):
+        raise ValidationError(
+            "An environment variable name: capital letters, digits and underscores."
+        )
+    refusal = value and secrets.env_name_refusal(value)
+    if refusal:
+        raise ValidationError(refusal[0].upper() + refusal[1:] + ".")
+
+
+def validate_region(value: str) -> None:
+    if not _REGION.match(value):
+        raise ValidationError("A region is lower-case letters, digits and dashes, e.g. eu-west.")
+
+
+def validate_headers(value) -> None:
+    if not isinstance(value, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    ):
+        raise ValidationError('Extra headers must be a JSON object of strings: {"X-Name": "v"}.')
+
+
+positive = MinValueValidator(Decimal("0"))
