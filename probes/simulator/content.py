@@ -85,14 +85,18 @@ def json_text(schema: Any) -> str:
 
 def response_schema(req: dict[str, Any]) -> Any | None:
     """The JSON schema a request asks the answer to follow, if any (either API)."""
-    fmt = req.get("response_format") or req.get("output_format")
+    # OpenAI's response_format; Anthropic's output_config.format (GA) or, during its
+    # transition period, the beta's top-level output_format.
+    config = req.get("output_config")
+    anthropic = config.get("format") if isinstance(config, dict) else None
+    fmt = req.get("response_format") or anthropic or req.get("output_format")
     if not isinstance(fmt, dict):
         return None
     if fmt.get("type") == "json_schema":
         inner = fmt.get("json_schema")
         if isinstance(inner, dict) and "schema" in inner:  # OpenAI
             return inner["schema"]
-        return fmt.get("schema", {})  # Anthropic output_format
+        return fmt.get("schema", {})  # Anthropic
     if fmt.get("type") == "json_object":
         return {"type": "object", "properties": {"answer": {"type": "string"}}}
     return None

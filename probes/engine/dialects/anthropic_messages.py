@@ -10,7 +10,6 @@ if TYPE_CHECKING:
     from probes.engine.request import ProbeRequest
 
 ANTHROPIC_VERSION = "2023-06-01"
-STRUCTURED_OUTPUTS_BETA = "structured-outputs-2025-11-13"
 
 
 class AnthropicMessages(StreamRecorder):
@@ -164,12 +163,12 @@ class AnthropicDialect(Dialect):
                 "tool_choice": {"type": "any"},  # the answer must be a call
             }
         if schema is not None:
-            return {"output_format": {"type": "json_schema", "schema": schema}}
+            # The generally available form (no beta header): the beta's top-level
+            # `output_format` with `anthropic-beta: structured-outputs-2025-11-13` is only
+            # accepted for a transition period. The schema must set additionalProperties
+            # false on every object and use no numeric or length bounds.
+            return {"output_config": {"format": {"type": "json_schema", "schema": schema}}}
         return {}
-
-    def structured_headers(self, schema: dict[str, Any] | None = None) -> dict[str, str]:
-        # Anthropic's structured outputs are behind a beta header.
-        return {"anthropic-beta": STRUCTURED_OUTPUTS_BETA} if schema is not None else {}
 
 
 DIALECT = AnthropicDialect(

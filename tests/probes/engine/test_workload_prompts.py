@@ -63,3 +63,41 @@ def test_fixed_material_sends_the_stored_messages_unchanged() -> None:
     messages = [{"role": "user", "content": "Exactly this."}]
     spec = prompts.PromptSpec(slug="x", material="fixed", fixed_messages=messages)
     assert prompts.build(spec, 1) == messages == prompts.build(spec, 2)
+
+
+# Anthropic's structured outputs (generally available since the beta): the schema goes in
+# output_config.format, no beta header; every object must close additionalProperties and no
+# numeric or length bounds are allowed, else the API answers 400.
+_UNSUPPORTED_BY_ANTHROPIC = {"minimum", "maximum", "minLength", "maxLength", "pattern"}
+
+
+def _objects_and_keys(schema):
+    if isinstance(schema, dict):
+        yield schema
+        for value in schema.values():
+            yield from _objects_and_keys(value)
+    elif isinstance(schema, list):
+        for value in schema:
+            yield from _objects_and_keys(value)
+
+
+def test_anthropic_gets_the_generally_available_structured_output_form() -> None:
+    workload = workloads.get("json-schema")
+    body, headers = workloads.request_extras(workload, "anthropic-messages")
+    assert body == {
+        "output_config": {"format": {"type": "json_schema", "schema": workload.params["schema"]}}
+    }
+    assert headers == {}
+
+
+@pytest.mark.parametrize("slug", ["json-schema", "tool-call"])
+def test_the_suites_schemas_are_ones_anthropic_accepts(slug) -> None:
+    params = workloads.get(slug).params
+    schemas = (
+        [params["schema"]] if "schema" in params else [t["parameters"] for t in params["tools"]]
+    )
+    for schema in schemas:
+        for node in _objects_and_keys(schema):
+            assert not _UNSUPPORTED_BY_ANTHROPIC & node.keys(), node
+            if node.get("type") == "object":
+                assert node.get("additionalProperties") is False, node
