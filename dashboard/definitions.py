@@ -29,7 +29,8 @@ METRICS: dict[str, Metric] = {
         *(
             Metric(f.name, f.label, f.unit, f.definition, better=f.better or "lower")
             for f in (
-                contract.RUN_FIELDS[m] for m in ("output_tps", "ttft_ms", "ttfat_ms", "e2e_ms")
+                contract.RUN_FIELDS[m]
+                for m in ("output_tps", "ttft_ms", "ttfat_ms", "e2e_ms", "prefill_tps")
             )
         ),
         Metric(

@@ -32,6 +32,7 @@ class RunRollup(models.Model):
     hist_ttfat_ms = models.JSONField(default=dict)
     hist_output_tps = models.JSONField(default=dict)
     hist_e2e_ms = models.JSONField(default=dict)
+    hist_prefill_tps = models.JSONField(default=dict)
     sum_output_tokens = models.BigIntegerField(default=0)
     sum_cost_usd = models.DecimalField(max_digits=16, decimal_places=8, default=0)
     last_run_at = models.DateTimeField(null=True)

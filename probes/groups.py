@@ -103,10 +103,14 @@ def run(plan: Plan) -> list[Measured]:
 # -- one request -----------------------------------------------------------------------
 
 
-def _request(plan: Plan, messages: list[dict[str, Any]]) -> ProbeRequest:
+def _request(plan: Plan, messages: list[dict[str, Any]], fresh_tokens: int | None) -> ProbeRequest:
+    """``fresh_tokens``: our count of a prompt the provider cannot have cached (for the
+    prefill rate when usage has none); None for a repeated or extended prompt."""
     workload = plan.workload
     body, headers = workloads.request_extras(workload, plan.api)
-    return plan.new_request(messages, body, headers, checks.needs_text(workload))
+    req = plan.new_request(messages, body, headers, checks.needs_text(workload))
+    req.prompt_tokens = fresh_tokens
+    return req
 
 
 def _judge(plan: Plan, m: Measured) -> Measured:
@@ -115,10 +119,11 @@ def _judge(plan: Plan, m: Measured) -> Measured:
     return m
 
 
-def _one(plan: Plan, index: int, seed: int, role: str) -> Measured:
+def _one(plan: Plan, index: int, seed: int, role: str, *, repeat: bool = False) -> Measured:
     messages = prompts.build(workloads.prompt_spec(plan.workload), seed)
-    result = plan.measure_one(_request(plan, messages))
-    return _judge(plan, Measured(index, role, result, seed, prompts.input_size(messages)))
+    size = prompts.input_size(messages)
+    result = plan.measure_one(_request(plan, messages, None if repeat else size))
+    return _judge(plan, Measured(index, role, result, seed, size))
 
 
 def _emit(plan: Plan, m: Measured) -> Measured:
@@ -139,7 +144,7 @@ def _cached(plan: Plan) -> list[Measured]:
     cold = _emit(plan, _one(plan, 0, seed, "step"))
     if _stop(cold.result):
         return [cold]
-    return [cold, _emit(plan, _one(plan, 1, seed, "step"))]
+    return [cold, _emit(plan, _one(plan, 1, seed, "step", repeat=True))]
 
 
 def _loop(plan: Plan) -> list[Measured]:
@@ -149,8 +154,10 @@ def _loop(plan: Plan) -> list[Measured]:
     messages = prompts.build(spec, seed)
     members: list[Measured] = []
     for step in range(steps):
-        result = plan.measure_one(_request(plan, messages))
-        m = Measured(step, "step", result, seed, prompts.input_size(messages))
+        size = prompts.input_size(messages)
+        # Later steps extend the earlier prompt, which a provider may hold in its cache.
+        result = plan.measure_one(_request(plan, messages, size if step == 0 else None))
+        m = Measured(step, "step", result, seed, size)
         members.append(_emit(plan, _judge(plan, m)))
         if not result.ok:
             break  # the next step has no answer to build on
@@ -165,10 +172,13 @@ def _parallel(plan: Plan) -> list[Measured]:
     spec = workloads.prompt_spec(plan.workload)
     indexes = range(1, plan.workload.requests + 1)
     batch = [prompts.build(spec, plan.seed_of(i)) for i in indexes]
-    results = plan.measure_many([_request(plan, messages) for messages in batch])
+    sizes = [prompts.input_size(messages) for messages in batch]
+    results = plan.measure_many(
+        [_request(plan, messages, size) for messages, size in zip(batch, sizes, strict=True)]
+    )
     members = [baseline]
-    for i, messages, result in zip(indexes, batch, results, strict=True):
-        m = Measured(i, "step", result, plan.seed_of(i), prompts.input_size(messages))
+    for i, size, result in zip(indexes, sizes, results, strict=True):
+        m = Measured(i, "step", result, plan.seed_of(i), size)
         members.append(_emit(plan, _judge(plan, m)))
     return members
 
@@ -245,8 +255,12 @@ def _cached_summary(group: RunResult, results: list[RunResult], summary: dict) -
     ranked = warm or cold
     group.ttft_ms, group.ttfat_ms = ranked.ttft_ms, ranked.ttfat_ms
     group.e2e_ms, group.output_tps = ranked.e2e_ms, ranked.output_tps
+    # Prefill is measured where there is a prompt to process: the cold request (the warm
+    # one's uncached share is too small to have a rate, and is not what it tests).
+    group.prefill_tps, group.server_prefill_tps = cold.prefill_tps, cold.server_prefill_tps
     summary.update(
         cold_ttft_ms=cold.ttft_ms,
+        cold_prefill_tps=cold.prefill_tps,
         warm_ttft_ms=warm.ttft_ms if warm else None,
         ttft_saved_pct=(
             round(100.0 - _pct(warm.ttft_ms, cold.ttft_ms), 1)
@@ -271,6 +285,8 @@ def _cached_summary(group: RunResult, results: list[RunResult], summary: dict) -
 def _loop_summary(group: RunResult, results: list[RunResult], summary: dict) -> None:
     group.ttft_ms = results[0].ttft_ms
     group.ttfat_ms = results[0].ttfat_ms
+    group.prefill_tps = results[0].prefill_tps  # the first step's prompt is the fresh one
+    group.server_prefill_tps = results[0].server_prefill_tps
     # The loop's time is the sum of its requests: our own gaps between steps excluded.
     group.e2e_ms = _sum([r.e2e_ms for r in results])
     group.output_tps = _median([r.output_tps for r in results])
@@ -293,6 +309,8 @@ def _parallel_summary(group: RunResult, results: list[RunResult], summary: dict)
     aggregate = round(tokens / (wall_ms / 1e3), 3) if tokens and wall_ms else None
     per_request = _median([r.output_tps for r in batch if r.ok])
     group.ttft_ms = _median([r.ttft_ms for r in batch if r.ok])
+    group.prefill_tps = _median([r.prefill_tps for r in batch if r.ok])
+    group.server_prefill_tps = _median([r.server_prefill_tps for r in batch if r.ok])
     group.e2e_ms = round(wall_ms, 3) if wall_ms is not None else None
     # The aggregate rate is the throughput figure of a concurrent workload.
     group.output_tps = aggregate

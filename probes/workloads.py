@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from probes.engine import dialects
-from probes.prompts import PromptSpec
+from probes.engine.contract import PREFILL_MIN_TOKENS
+from probes.prompts import SIZE_TOLERANCE, PromptSpec
 
 # Old slugs still accepted in URLs, the API and `measure` (migration 0005 renamed them).
 ALIASES = {"chat-1k": "standard-1k", "short": "chat-short"}
@@ -132,7 +133,7 @@ WORKLOADS: tuple[WorkloadSeed, ...] = (
         name="Long input, ~10,000 tokens",
         description=(
             "About 10,000 fresh input tokens and 1,500 out: TTFT is a real prefill "
-            "(prefill tok/s = input tokens / TTFT), never a cache hit."
+            "(prefill tok/s = uncached input tokens / TTFT), never a cache hit."
         ),
         max_tokens=1800,
         target_output_tokens=1500,
@@ -300,6 +301,14 @@ def prompt_spec(workload: Any) -> PromptSpec:
         output_tokens=workload.target_output_tokens or workload.max_tokens,
         fixed_messages=list(workload.messages or []),
     )
+
+
+def measures_prefill(workload: Any) -> bool:
+    """Is every prompt of this workload long enough for a prefill rate (the contract's
+    PREFILL_MIN_TOKENS, even at the low end of the prompt's size tolerance)? Where only
+    some are, the rate would be missing from about half the runs and ranked on the rest."""
+    low_end = (workload.approx_input_tokens or 0) * (1 - SIZE_TOLERANCE)
+    return low_end >= PREFILL_MIN_TOKENS
 
 
 def seed_for(run_identity: str) -> int:

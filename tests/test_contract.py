@@ -11,6 +11,7 @@ from django.urls import reverse
 from dashboard.alerts import decide
 from dashboard.alerts.models import METRIC_CHOICES
 from dashboard.models import RunRollup
+from dashboard.queries import filters as query_filters
 from dashboard.web import api, openapi
 from probes.engine import RunResult, contract
 from probes.models import ProbeRun
@@ -82,8 +83,18 @@ def test_rollups_alerts_and_speed_follow_the_aggregated_metrics():
     assert [m for m, _ in METRIC_CHOICES] == [*contract.ROLLUP_METRICS, *availability]
     latencies = {"ttft_ms", "ttfat_ms", "e2e_ms"}
     assert latencies | {"error_rate", "minutes_since_ok"} == decide.HIGHER_IS_WORSE
-    assert {"output_tps", "success_rate"} == decide.LOWER_IS_WORSE
+    assert {"output_tps", "prefill_tps", "success_rate"} == decide.LOWER_IS_WORSE
+    # Prefill is about the prompt: a short answer does not take it out of the statistics.
     assert contract.SPEED_METRICS == ("output_tps",)
+
+
+def test_prefill_speed_is_a_leaderboard_metric_with_its_floor_in_the_definition():
+    field = contract.RUN_FIELDS["prefill_tps"]
+    assert "prefill_tps" in contract.ROLLUP_METRICS and not field.speed
+    assert (field.unit, field.better) == ("tokens/s", "higher")
+    assert f"{contract.PREFILL_MIN_TOKENS:,}" in field.definition
+    assert "lower bound" in field.definition  # what a client-side rate can and cannot say
+    assert "prefill_tps" in query_filters.SORT_KEYS
 
 
 def test_the_speed_rule_takes_its_threshold_as_a_parameter():

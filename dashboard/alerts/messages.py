@@ -17,6 +17,7 @@ _UNITS = {
     "ttfat_ms": "ms",
     "e2e_ms": "ms",
     "output_tps": "tok/s",
+    "prefill_tps": "tok/s",
     "minutes_since_ok": "min",
 }
 

@@ -26,6 +26,7 @@ SORT_KEYS = (
     "ttft_ms",
     "ttfat_ms",
     "e2e_ms",
+    "prefill_tps",
     "blended_price",
     "success_rate",
     "samples",

@@ -28,6 +28,7 @@ from dashboard.queries.aggregates import (
     with_raw_tail,
 )
 from dashboard.queries.filters import Filters
+from probes import workloads
 from probes.models import Claim, Endpoint, Price, Probe, Workload
 
 
@@ -111,6 +112,10 @@ class Row:
     @property
     def e2e_ms(self) -> float | None:
         return self.p("e2e_ms")
+
+    @property
+    def prefill_tps(self) -> float | None:
+        return self.p("prefill_tps")
 
     def sort_value(self, key: str):
         if key == "provider":
@@ -213,6 +218,11 @@ class Leaderboard:
     @property
     def has_data(self) -> bool:
         return any(r.samples for r in self.rows)
+
+    @property
+    def shows_prefill(self) -> bool:
+        """A prefill column only where the workload's prompts are long enough to have one."""
+        return self.workload is not None and workloads.measures_prefill(self.workload)
 
 
 def leaderboard(filters: Filters, now: datetime | None = None) -> Leaderboard:

@@ -27,6 +27,7 @@ from dashboard.queries import filters as query_filters
 from dashboard.queries import leaderboard as leaderboards
 from probes.engine import contract
 from probes.models import CanonicalModel, Endpoint, Probe, ProbeRun, Provider, Workload
+from probes.workloads import measures_prefill
 
 ACTIVE_ALERTS_TEMPLATE = "alerts/partials/active.html"
 HISTORY_METRICS = ("output_tps", "ttft_ms", "e2e_ms")
@@ -35,6 +36,7 @@ TABLE_COLUMNS = (
     "ttft_ms",
     "ttfat_ms",
     "e2e_ms",
+    "prefill_tps",  # only for workloads with long prompts (Leaderboard.shows_prefill)
     "blended_price",
     "success_rate",
     "samples",
@@ -76,7 +78,11 @@ def leaderboard(request: HttpRequest) -> HttpResponse:
         "board": board,
         "filters": filters,
         "params": filters.as_params(),
-        "columns": [(key, METRICS[key], filters.sort_param_for(key)) for key in TABLE_COLUMNS],
+        "columns": [
+            (key, METRICS[key], filters.sort_param_for(key))
+            for key in TABLE_COLUMNS
+            if key != "prefill_tps" or board.shows_prefill
+        ],
         "sort_provider": filters.sort_param_for("provider"),
         "sparklines": {row.endpoint.pk: charts.sparkline(row.sparkline) for row in board.rows},
         "firing_alerts": firing_by_endpoint(row.endpoint.pk for row in board.rows),
@@ -213,6 +219,7 @@ def run_page(request: HttpRequest, pk: int) -> HttpResponse:
         ("Generation", _decode_ms(run), run.server_decode_ms),
         ("End-to-end", run.e2e_ms, run.server_total_ms),
         ("Output speed (tok/s)", run.output_tps, run.server_output_tps),
+        ("Prefill speed (tok/s)", run.prefill_tps, run.server_prefill_tps),
     ]
     fields = [(name, getattr(run, name), text) for name, text in RUN_FIELDS.items()]
     members = []
@@ -252,7 +259,7 @@ def _decode_ms(run: ProbeRun) -> float | None:
 
 @require_safe
 def methodology(request: HttpRequest) -> HttpResponse:
-    workloads = Workload.objects.annotate(probe_count=Count("probes"))
+    workloads = list(Workload.objects.annotate(probe_count=Count("probes")))
     context = {
         "metrics": METRICS.values(),
         "aggregated": ROLLUP_METRICS,
@@ -269,6 +276,7 @@ def methodology(request: HttpRequest) -> HttpResponse:
         "statuses": STATUS_MEANINGS.items(),
         "comparisons": COMPARISONS,
         "workloads": workloads,
+        "prefill_workloads": [w.slug for w in workloads if measures_prefill(w)],
         "regions": query_filters.regions(),
     }
     return render(request, "dashboard/methodology.html", context)

@@ -408,6 +408,7 @@ class _Measurement:
                 counts=counts,
                 min_speed_tokens=self.req.min_speed_tokens,
                 server_count=server_count,
+                prompt_tokens=self.req.prompt_tokens,
             )
         except Exception as exc:  # provider values no rule foresaw: the run still ends
             rec.protocol_error = rec.protocol_error or _unreadable(exc)

@@ -25,6 +25,11 @@ def counts_for_speed(output_tokens: int | None, min_tokens: int = MIN_SPEED_TOKE
     return output_tokens is not None and output_tokens >= min_tokens
 
 
+# A prefill rate is given only for at least this many uncached prompt tokens: below it the
+# network round trip and queueing inside TTFT dominate and the figure means nothing.
+PREFILL_MIN_TOKENS = 1000
+
+
 # -- statuses ---------------------------------------------------------------------------------
 
 
@@ -141,6 +146,21 @@ _MEASURED = (
         title="End-to-end time",
     ),
     RunField(
+        "prefill_tps",
+        "tokens/s",
+        "higher",
+        "Client-side prefill rate: uncached prompt tokens (input_tokens − "
+        "cached_input_tokens from usage; without usage, our o200k count of a prompt the "
+        "provider cannot have cached) / TTFT. TTFT includes the network round trip and "
+        "any queueing, so this is a lower bound on the server's own rate. Only for at "
+        "least PREFILL_MIN_TOKENS (1,000) uncached tokens, where prompt processing "
+        "dominates TTFT; empty below that, and when hidden reasoning was generated "
+        "inside TTFT. A cached-10k group shows its cold request's rate (the warm one "
+        "is served from cache).",
+        label="Prefill",
+        title="Prefill speed",
+    ),
+    RunField(
         "connect_ms",
         "ms",
         "lower",
@@ -240,6 +260,14 @@ _MEASURED = (
     ),
     RunField("server_queue_ms", "ms", "lower", "Provider-reported queue time."),
     RunField("server_prefill_ms", "ms", "lower", "Provider-reported prompt processing time."),
+    RunField(
+        "server_prefill_tps",
+        "tokens/s",
+        "higher",
+        "The same uncached prompt tokens as prefill_tps / server_prefill_ms: the prefill "
+        "rate by the provider's own clock (no network inside), under the same "
+        "1,000-token floor.",
+    ),
     RunField("server_decode_ms", "ms", "lower", "Provider-reported generation time."),
     RunField("server_total_ms", "ms", "lower", "Provider-reported total time."),
     RunField("server_output_tps", "tokens/s", "higher", "Provider-reported output speed."),
@@ -354,6 +382,6 @@ ALL_RUN_FIELDS: dict[str, RunField] = {**OUTCOME_FIELDS, **RUN_FIELDS, **RAW_FIE
 
 # The metrics rollups keep as mergeable histograms per bucket: what leaderboards,
 # history charts, /metrics and alerts aggregate.
-ROLLUP_METRICS: tuple[str, ...] = ("ttft_ms", "ttfat_ms", "output_tps", "e2e_ms")
+ROLLUP_METRICS: tuple[str, ...] = ("ttft_ms", "ttfat_ms", "output_tps", "e2e_ms", "prefill_tps")
 # Of those, the speeds: only runs that count for speed (not short_output) enter them.
 SPEED_METRICS: tuple[str, ...] = tuple(m for m in ROLLUP_METRICS if RUN_FIELDS[m].speed)

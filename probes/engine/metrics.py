@@ -13,7 +13,7 @@ import re
 from typing import Any
 
 from . import sanitize, tokens
-from .contract import MIN_SPEED_TOKENS, counts_for_speed
+from .contract import MIN_SPEED_TOKENS, PREFILL_MIN_TOKENS, counts_for_speed
 from .dialects import StreamRecorder
 from .request import Prices
 from .result import RunResult
@@ -51,12 +51,15 @@ def fill_metrics(
     counts: tokens.Counts | None = None,
     min_speed_tokens: int = MIN_SPEED_TOKENS,
     server_count: tuple[int, str] | None = None,
+    prompt_tokens: int | None = None,
 ) -> None:
     """Fill ``result``'s metric fields from the recorder's timeline.
 
     ``counts`` are the stream's o200k counts (see ``stream_counts``); computed here if
     not given. ``server_count`` is (output tokens, method) from the server's own
     tokenizer, used when the stream carried no usage (probes/engine/tokenize.py).
+    ``prompt_tokens`` is our count of a fresh prompt (ProbeRequest.prompt_tokens), the
+    prefill rate's token count when usage has none.
     """
     t, ch = rec.t, rec.ch
     out_idx = [i for i, c in enumerate(ch) if c in _OUTPUT]
@@ -154,6 +157,7 @@ def fill_metrics(
         result.cost_usd = round(cost, 10)
 
     fill_server_timing(result, rec.server_timing, usage)
+    _fill_prefill(result, prompt_tokens, hidden_reasoning)
     _fill_task_timings(result, rec, t0)
 
     result.timeline = {
@@ -181,6 +185,36 @@ def fill_metrics(
         "hidden_reasoning": hidden_reasoning,
         **rec.provider_extra,
     }
+
+
+def uncached_prompt_tokens(
+    input_tokens: int | None, cached_tokens: int | None, prompt_tokens: int | None
+) -> int | None:
+    """The prompt tokens the provider had to process: usage's input less its cached
+    share; without usage, our count of a fresh prompt (nothing of it can be cached)."""
+    if input_tokens is not None:
+        uncached = input_tokens - (cached_tokens or 0)
+        return uncached if uncached >= 0 else None  # more cached than sent: not true
+    return prompt_tokens
+
+
+def prefill_rate(uncached_tokens: int | None, ms: float | None) -> float | None:
+    """Prompt tokens per second over ``ms``; None below PREFILL_MIN_TOKENS, where the
+    round trip inside the time outweighs the prompt's processing."""
+    if uncached_tokens is None or uncached_tokens < PREFILL_MIN_TOKENS or not ms or ms <= 0:
+        return None
+    return round(uncached_tokens / (ms / 1e3), 3)
+
+
+def _fill_prefill(result: RunResult, prompt_tokens: int | None, hidden_reasoning: bool) -> None:
+    uncached = uncached_prompt_tokens(
+        result.input_tokens, result.cached_input_tokens, prompt_tokens
+    )
+    # Hidden reasoning is generated before the first visible event: that TTFT is not
+    # prompt processing (the provider's own prompt time is, whatever the reasoning).
+    if not hidden_reasoning:
+        result.prefill_tps = prefill_rate(uncached, result.ttft_ms)
+    result.server_prefill_tps = prefill_rate(uncached, result.server_prefill_ms)
 
 
 def _fill_task_timings(result: RunResult, rec: StreamRecorder, t0: int) -> None:

@@ -65,6 +65,10 @@ class ProbeRequest:
     # How to count output tokens when the stream carries no usage: None (o200k) or one
     # of tokenize.METHODS (ask the server's tokenizer after the stream).
     token_counter: str | None = None
+    # Our o200k count of the prompt, given only when the provider cannot have cached any
+    # of it (a fresh prompt): it stands in for usage's input count in the prefill rate.
+    # None for a repeat (its cached share is unknown without usage).
+    prompt_tokens: int | None = None
 
     def __post_init__(self) -> None:
         if self.api not in APIS:

@@ -34,6 +34,7 @@ class RunResult:
     ttft_ms: float | None = None
     ttfat_ms: float | None = None
     e2e_ms: float | None = None
+    prefill_tps: float | None = None  # uncached prompt tokens / TTFT (metrics.prefill_rate)
 
     output_tokens: int | None = None
     # "usage", the server's tokenizer ("llama.cpp", "vllm", "llama-cpp-python", "ollama")
@@ -68,6 +69,7 @@ class RunResult:
     server_decode_ms: float | None = None
     server_total_ms: float | None = None
     server_output_tps: float | None = None
+    server_prefill_tps: float | None = None
 
     usage: dict[str, Any] | None = None  # the provider's object, last value
     server_timing: dict[str, Any] | None = None  # raw, keyed by where it came from

@@ -57,6 +57,7 @@ class ProbeRun(models.Model):
     ttft_ms = models.FloatField(null=True, blank=True)
     ttfat_ms = models.FloatField(null=True, blank=True)
     e2e_ms = models.FloatField(null=True, blank=True)
+    prefill_tps = models.FloatField(null=True, blank=True)
     output_tokens = models.PositiveIntegerField(null=True, blank=True)
     token_source = models.CharField(max_length=20, blank=True)
     output_tokens_o200k = models.PositiveIntegerField(null=True, blank=True)
@@ -101,6 +102,7 @@ class ProbeRun(models.Model):
     server_decode_ms = models.FloatField(null=True, blank=True)
     server_total_ms = models.FloatField(null=True, blank=True)
     server_output_tps = models.FloatField(null=True, blank=True)
+    server_prefill_tps = models.FloatField(null=True, blank=True)
 
     usage = models.JSONField(null=True, blank=True)
     server_timing = models.JSONField(null=True, blank=True)

@@ -13,6 +13,7 @@ import pytest
 
 from probes import concurrency, prompts, runner, workloads
 from probes.models import Price, ProbeRun, Workload
+from probes.simulator.profiles import BUILTIN
 
 SLOT = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -57,11 +58,29 @@ def test_cached_sends_one_fresh_prompt_twice_cold_then_warm(make_probe, api):
     assert summary["cache_hit_pct"] == 100.0 and summary["cost_saved_pct"] > 50
     assert group.ttft_ms == warm.ttft_ms and group.status == "ok"
     assert abs(cold.prompt_tokens_o200k - 4000) <= 400
+    # Prefill: the cold request's rate is the group's (the warm one had nothing to do).
+    # Client-side, sim-fast's base TTFT is inside it: tokens / (base + tokens / rate).
+    sim = BUILTIN["sim-fast"]
+    n = cold.input_tokens
+    assert cold.prefill_tps == pytest.approx(n / (sim.ttft_ms / 1e3 + n / sim.prefill_tps), rel=0.1)
+    assert warm.prefill_tps is None
+    assert group.prefill_tps == summary["cold_prefill_tps"] == cold.prefill_tps
 
     # The next slot's prompt is new: a cold start again, not a cache hit.
     runner.run_slot(probe, SLOT + timedelta(minutes=1), "w1", "local")
     next_cold = runs_of(probe)[3]
     assert next_cold.prompt_seed != cold.prompt_seed and next_cold.cached_input_tokens == 0
+
+
+def test_a_long_10k_slot_stores_the_prefill_rate_of_its_fresh_prompt(make_probe):
+    # The real size; no base TTFT, so the rate measured is the simulator's own (less the
+    # local round trip: a few ms of the 1 s the prompt takes).
+    workload = suite_workload("long-10k", max_tokens=60, target_output_tokens=None)
+    probe = probe_for(make_probe, workload, model="sim@ttft=0,tps=2000,prefill=10000")
+    runner.run_slot(probe, SLOT, "w1", "local")
+    (run,) = runs_of(probe)
+    assert run.status == "ok" and run.input_tokens == run.prompt_tokens_o200k > 9000
+    assert 9_500 <= run.prefill_tps <= 10_010
 
 
 def test_a_stored_seed_regenerates_the_prompt_exactly(make_probe):

@@ -34,6 +34,7 @@ _TABLE = (
     ("src", "token_source", 5),
     ("tok/s", "output_tps", 9),
     ("o200k/s", "output_tps_o200k", 9),
+    ("prefill/s", "prefill_tps", 9),
     ("events", "output_events", 6),
     ("tok/ev", "tokens_per_event", 6),
 )

@@ -383,6 +383,8 @@ SMALL = {
     "parallel-8": {"requests": 2, "max_tokens": 60, "target_output_tokens": 60},
     "standard-1k": {"max_tokens": 120, "target_output_tokens": 100},
     "code-refactor": {"max_tokens": 120, "target_output_tokens": 100},
+    "long-10k": {"approx_input_tokens": 2000, "max_tokens": 60, "target_output_tokens": 50},
+    "chat-short": {"max_tokens": 60, "target_output_tokens": 50},
 }
 SHOWN = ["cached-10k", "agent-loop", "parallel-8", "json-schema", "tool-call", "voice-turn"]
 
@@ -414,7 +416,7 @@ def measured(db, workload_sim) -> dict[str, Probe]:
     )
     probes = {}
     slot = datetime.now(UTC).replace(microsecond=0)
-    for slug in [*SHOWN, "standard-1k", "code-refactor"]:
+    for slug in [*SHOWN, "standard-1k", "code-refactor", "long-10k", "chat-short"]:
         probe = Probe.objects.create(
             endpoint=endpoint, workload=Workload.objects.get(slug=slug), region="local"
         )

@@ -129,3 +129,55 @@ def test_a_claim_about_a_use_case_shows_only_on_its_workload(client, measured):
     data = client.get("/api/v1/leaderboard?workload=code-refactor").json()
     (row,) = data["rows"]
     assert row["claimed_e2e_ms"] == 720
+
+
+def test_prefill_speed_is_a_column_only_where_prompts_are_long(client, measured):
+    run = ProbeRun.objects.get(probe=measured["long-10k"])
+    assert run.prefill_tps is not None and run.input_tokens >= 1000
+    html = client.get("/?workload=long-10k").content.decode()
+    assert 'data-sort-key="prefill_tps"' in html
+    (shown,) = re.findall(r'col-prefill_tps"[^>]*>\s*<span class="value">([\d,.]+)<', html)
+    assert float(shown.replace(",", "")) == pytest.approx(run.prefill_tps, rel=0.005)
+    # A cached pair ranks its warm request but shows its cold request's prefill.
+    cold = ProbeRun.objects.get(probe=measured["cached-10k"], request_index=0)
+    html = client.get("/?workload=cached-10k").content.decode()
+    (shown,) = re.findall(r'col-prefill_tps"[^>]*>\s*<span class="value">([\d,.]+)<', html)
+    assert float(shown.replace(",", "")) == pytest.approx(cold.prefill_tps, rel=0.005)
+    # Short prompts: no column (standard-1k's prompts straddle the 1,000-token floor).
+    for slug in ("chat-short", "standard-1k"):
+        html = client.get(f"/?workload={slug}").content.decode()
+        assert 'id="leaderboard-table"' in html and "col-output_tps" in html
+        assert "prefill" not in html.lower(), slug
+    # Sorted by it, the board still answers.
+    assert client.get("/?workload=long-10k&sort=-prefill_tps").status_code == 200
+
+
+def test_prefill_speed_in_the_api_csv_run_page_and_methodology(client, measured):
+    run = ProbeRun.objects.get(probe=measured["long-10k"])
+    (row,) = client.get("/api/v1/leaderboard?workload=long-10k").json()["rows"]
+    assert row["prefill_tps_p50"] == pytest.approx(run.prefill_tps, rel=0.005)
+    text = client.get("/api/v1/leaderboard.csv?workload=long-10k").content.decode()
+    (csv_row,) = list(csv.DictReader(io.StringIO(text)))
+    assert float(csv_row["prefill_tps_p50"]) == pytest.approx(run.prefill_tps, rel=0.005)
+
+    (api_run,) = client.get("/api/v1/runs?workload=long-10k").json()["runs"]
+    assert api_run["prefill_tps"] == run.prefill_tps
+    assert api_run["server_prefill_tps"] == run.server_prefill_tps is not None
+    text = client.get("/api/v1/runs.csv?workload=long-10k").content.decode()
+    (csv_run,) = list(csv.DictReader(io.StringIO(text)))
+    assert float(csv_run["prefill_tps"]) == run.prefill_tps
+    spec = client.get("/api/v1/openapi.json").json()
+    assert "prefill_tps_p50" in str(spec) and "lower bound" in str(spec)
+
+    html = client.get(f"/runs/{run.pk}/").content.decode()
+    assert 'id="field-prefill_tps"' in html and "Prefill speed (tok/s)" in html
+    group = group_row(measured["cached-10k"])
+    html = client.get(f"/runs/{group.pk}/").content.decode()
+    assert 'id="cold-prefill"' in html
+    assert f"{group.group_summary['cold_prefill_tps']:,.0f}" in html
+
+    html = client.get("/methodology/").content.decode()
+    assert 'id="prefill_tps"' in html
+    (listed,) = re.findall(r'id="prefill-workloads">(.*?)</span>', html, re.S)
+    assert "<code>long-10k</code>" in listed and "<code>cached-10k</code>" in listed
+    assert "chat-short" not in listed and "standard-1k" not in listed

@@ -6,6 +6,7 @@ import orjson
 import pytest
 
 from probes.engine import Prices, RunResult
+from probes.engine.contract import PREFILL_MIN_TOKENS
 from probes.engine.dialects import OpenAIChat
 from probes.engine.metrics import fill_metrics, percentile
 from probes.engine.tokens import SEGMENT_CHARS, count
@@ -120,3 +121,47 @@ def test_percentiles_interpolate_linearly() -> None:
 def test_long_texts_are_counted_in_segments_like_the_whole() -> None:
     text = " the of and" * (SEGMENT_CHARS // 5)
     assert count(text) == len(text.split())
+
+
+def test_prefill_is_uncached_prompt_tokens_over_ttft_from_the_floor_up() -> None:
+    def prefill(prompt: int, cached: int, ttft_ms: int, reasoning: int = 0) -> RunResult:
+        usage = {
+            "prompt_tokens": prompt,
+            "completion_tokens": 3 + reasoning,
+            "prompt_tokens_details": {"cached_tokens": cached},
+            "completion_tokens_details": {"reasoning_tokens": reasoning},
+        }
+        events = [(ttft_ms, chunk(" a")), (ttft_ms + 5, chunk(" b c"))]
+        return run([*events, (ttft_ms + 6, orjson.dumps({"choices": [], "usage": usage}))])
+
+    fresh = prefill(10_000, 0, 500)
+    assert fresh.prefill_tps == pytest.approx(10_000 / 0.5)
+    # Only what the cache did not serve was processed in that time.
+    assert prefill(10_000, 4_000, 500).prefill_tps == pytest.approx(6_000 / 0.5)
+    # Below the floor the round trip dominates: no figure, not a small one.
+    floor = PREFILL_MIN_TOKENS
+    assert prefill(floor, 0, 100).prefill_tps == pytest.approx(floor / 0.1)
+    assert prefill(10_000, 10_000 - floor + 1, 100).prefill_tps is None
+    # Hidden reasoning was generated inside TTFT: that TTFT is no prefill time.
+    assert prefill(10_000, 0, 500, reasoning=200).prefill_tps is None
+    # More cached than sent cannot be true.
+    assert prefill(10_000, 12_000, 500).prefill_tps is None
+
+
+def test_without_usage_our_count_of_a_fresh_prompt_stands_in() -> None:
+    rec = OpenAIChat()
+    rec.on_event(None, chunk(" hi"), 400 * MS)
+    rec.on_event(None, chunk(" there"), 410 * MS)
+    for prompt_tokens, expected in ((8_000, 8_000 / 0.4), (None, None)):
+        result = RunResult()
+        fill_metrics(
+            result,
+            rec,
+            0,
+            411 * MS,
+            streamed=True,
+            prices=None,
+            include_text=False,
+            prompt_tokens=prompt_tokens,
+        )
+        assert result.prefill_tps == (pytest.approx(expected) if expected else None)
