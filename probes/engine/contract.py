@@ -225,7 +225,15 @@ _MEASURED = (
     RunField(
         "reasoning_tokens", "tokens", None, "From the provider's usage details, when reported."
     ),
-    RunField("input_tokens", "tokens", None, "From usage."),
+    RunField(
+        "input_tokens",
+        "tokens",
+        None,
+        "The provider's count of the prompt, from usage. Without usage, when the endpoint "
+        "names a tokenize route, the server's tokenizer's count of the prompt's text (the "
+        "messages' content: the chat template's few tokens are not in it), with "
+        "token_source naming the route.",
+    ),
     RunField("cached_input_tokens", "tokens", None, "From usage."),
     RunField("finish_reason", "", None, "As reported by the provider.", TEXT),
     RunField(
@@ -340,8 +348,8 @@ _WORKLOAD = (
         "prompt_tokens_o200k",
         "tokens",
         None,
-        "Our o200k count of the prompt we sent (input_tokens is the provider's count of "
-        "the same prompt).",
+        "Our o200k count of the prompt we sent (input_tokens is the provider's, or the "
+        "server's tokenizer's, count of the same prompt).",
     ),
 )
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
+from typing import Any, NamedTuple
 
 from . import sanitize, tokens
 from .contract import MIN_SPEED_TOKENS, counts_for_speed
@@ -39,6 +39,32 @@ def _ms(ns: int | float) -> float:
     return round(ns / 1e6, 3)
 
 
+class ServerCount(NamedTuple):
+    """Token counts by the server itself, for a stream without usage."""
+
+    output: int
+    method: str  # the token_source: one of tokenize.METHODS
+    # The prompt's text by the tokenize route (None for Ollama's eval_count): the content
+    # of the messages only, so a few tokens short of what the model saw (the chat
+    # template's role markers are not in it).
+    prompt: int | None = None
+
+
+def prompt_texts(messages: list[dict[str, Any]]) -> list[str]:
+    """The text of the prompt we sent: each message's content (system included), or the
+    text parts of a content list."""
+    texts = []
+    for m in messages:
+        content = m.get("content") if isinstance(m, dict) else None
+        if isinstance(content, str):
+            texts.append(content)
+        elif isinstance(content, list):
+            texts += [
+                p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str)
+            ]
+    return texts
+
+
 def fill_metrics(
     result: RunResult,
     rec: StreamRecorder,
@@ -50,13 +76,13 @@ def fill_metrics(
     include_text: bool,
     counts: tokens.Counts | None = None,
     min_speed_tokens: int = MIN_SPEED_TOKENS,
-    server_count: tuple[int, str] | None = None,
+    server_count: ServerCount | None = None,
 ) -> None:
     """Fill ``result``'s metric fields from the recorder's timeline.
 
     ``counts`` are the stream's o200k counts (see ``stream_counts``); computed here if
-    not given. ``server_count`` is (output tokens, method) from the server's own
-    tokenizer, used when the stream carried no usage (probes/engine/tokenize.py).
+    not given. ``server_count`` is the server's own count (its tokenize route or
+    Ollama's eval_count), used when the stream carried no usage (probes/engine/tokenize.py).
     """
     t, ch = rec.t, rec.ch
     out_idx = [i for i, c in enumerate(ch) if c in _OUTPUT]
@@ -97,7 +123,7 @@ def fill_metrics(
         if completion is not None:
             result.output_tokens, result.token_source = completion, "usage"
         elif server_count is not None:
-            result.output_tokens, result.token_source = server_count
+            result.output_tokens, result.token_source = server_count.output, server_count.method
         else:
             result.output_tokens, result.token_source = visible_o200k, "o200k"
     if usage:
@@ -105,6 +131,10 @@ def fill_metrics(
         result.input_tokens = usage.get("prompt_tokens")
         result.cached_input_tokens = usage.get("cached_tokens")
         result.provider_cost_usd = usage.get("cost")
+    if result.input_tokens is None and server_count is not None:
+        # No prompt count in usage: the same tokenizer's count of the prompt's text, so
+        # the cost below has an input side from the same source as its output side.
+        result.input_tokens = server_count.prompt
     result.output_events = n_out if (streamed or n_out) else None
 
     # Speed ---------------------------------------------------------------------------
