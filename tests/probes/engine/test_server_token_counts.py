@@ -10,6 +10,7 @@ o200k would be far off; the server's count must equal what it generated.
 from __future__ import annotations
 
 import socket
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -148,3 +149,18 @@ def test_a_tokenize_route_that_hangs_is_cut_off(monkeypatch) -> None:
             tokenize.count_texts_sync("llama.cpp", f"http://127.0.0.1:{port}/v1", "m", ["hi"])
     finally:
         listener.close()
+
+
+def test_the_route_search_gives_up_as_a_whole() -> None:
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()  # accepts every connection, never answers one
+    port = listener.getsockname()[1]
+    try:
+        started = time.monotonic()
+        found = tokenize.detect_sync(f"http://127.0.0.1:{port}/v1", "m", total_s=0.5)
+        elapsed = time.monotonic() - started
+    finally:
+        listener.close()
+    assert found is None
+    assert elapsed < tokenize.TIMEOUT_S  # not one request's bound, let alone six
