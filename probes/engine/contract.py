@@ -360,6 +360,17 @@ WORKLOAD_FIELDS: dict[str, RunField] = {f.name: f for f in _WORKLOAD}
 # Everything the engine records per run (plus methodology_version).
 ALL_RUN_FIELDS: dict[str, RunField] = {**OUTCOME_FIELDS, **RUN_FIELDS, **RAW_FIELDS}
 
+# token_source values of counts that are the provider's own (usage), or of no count at
+# all (a failed run). Any other source (a tokenize route, eval_count, o200k) is not the
+# provider's count: pages mark it ≈, and rollups count the ok runs that carry one.
+USAGE_TOKEN_SOURCES: tuple[str, ...] = ("", "usage")
+
+
+def approx_tokens(token_source: str | None) -> bool:
+    """The run's token counts are not the provider's usage."""
+    return (token_source or "") not in USAGE_TOKEN_SOURCES
+
+
 # The metrics rollups keep as mergeable histograms per bucket: what leaderboards,
 # history charts, /metrics and alerts aggregate.
 ROLLUP_METRICS: tuple[str, ...] = ("ttft_ms", "ttfat_ms", "output_tps", "e2e_ms")
