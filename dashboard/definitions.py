@@ -79,6 +79,13 @@ RUN_FIELDS: dict[str, str] = {
 
 PERCENTILES = (5, 25, 50, 75, 95)
 
+# The ≈ beside a leaderboard row's speed (contract.approx_tokens over the window's runs).
+APPROX_TOKENS = (
+    "Counted by the server's tokenizer / o200k, not the provider's usage: some of the "
+    "window's ok runs streamed no usage, so their token counts (and tokens/s) come from "
+    "the server's tokenize route, Ollama's eval_count or our o200k count."
+)
+
 STATUS_MEANINGS: dict[str, str] = contract.STATUS_MEANINGS
 
 # How we differ from other public benchmarks, where we do.

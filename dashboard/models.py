@@ -35,6 +35,9 @@ class RunRollup(models.Model):
     hist_prefill_tps = models.JSONField(default=dict)
     sum_output_tokens = models.BigIntegerField(default=0)
     sum_cost_usd = models.DecimalField(max_digits=16, decimal_places=8, default=0)
+    # Ok runs whose token counts are not the provider's usage (contract.approx_tokens):
+    # the leaderboard marks a row's speed ≈ when its window has any.
+    approx_token_runs = models.PositiveIntegerField(default=0)
     last_run_at = models.DateTimeField(null=True)
 
     class Meta:
@@ -82,6 +85,7 @@ class WindowSnapshot(models.Model):
     hists = models.JSONField(default=dict)  # metric → histogram
     sum_output_tokens = models.BigIntegerField(default=0)
     sum_cost_usd = models.DecimalField(max_digits=16, decimal_places=8, default=0)
+    approx_token_runs = models.PositiveIntegerField(default=0)  # as RunRollup's
     last_run_at = models.DateTimeField(null=True)
     # Median output speed per sparkline bucket wholly inside the snapshot:
     # [[epoch seconds, tok/s or null], ...]; and the speed histogram of the bucket the

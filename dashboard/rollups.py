@@ -28,7 +28,7 @@ from django.db import connection, transaction
 from dashboard import snapshots
 from dashboard.histogram import _FLOOR_LOG, _LOG_STEP, FLOOR
 from dashboard.models import RollupWatermark, RunRollup
-from probes.engine.contract import ROLLUP_METRICS, SPEED_METRICS
+from probes.engine.contract import ROLLUP_METRICS, SPEED_METRICS, USAGE_TOKEN_SOURCES
 from probes.models import ProbeRun
 from probes.timefloors import floor_day, floor_hour
 
@@ -57,6 +57,9 @@ _METRIC_COLUMNS = ", ".join(
     else m
     for m in ROLLUP_METRICS
 )
+# contract.approx_tokens, in SQL: ok runs whose counts are not the provider's usage.
+_USAGE_SOURCES = ", ".join(f"'{source}'" for source in USAGE_TOKEN_SOURCES)
+_APPROX_SQL = f"status = 'ok' AND coalesce(token_source, '') NOT IN ({_USAGE_SOURCES})"
 _METRIC_VALUES = ", ".join(f"('{m}', {m})" for m in ROLLUP_METRICS)
 _HIST_COLUMNS = ", ".join(f"hist_{m}" for m in ROLLUP_METRICS)
 _HIST_AGGREGATES = ",\n       ".join(
@@ -71,7 +74,7 @@ _UPSERT_SQL = f"""
 WITH runs AS (
     SELECT endpoint_id, workload_id, region,
            date_trunc(%(unit)s, started_at, 'UTC') AS bucket_start,
-           started_at, status, output_tokens, cost_usd, {_METRIC_COLUMNS}
+           started_at, status, output_tokens, cost_usd, token_source, {_METRIC_COLUMNS}
       FROM probes_proberun
      -- A group's requests ("step") are not ranked: its summary row ("group") is.
      WHERE started_at >= %(start)s AND started_at < %(end)s AND role <> 'step'
@@ -80,11 +83,11 @@ WITH runs AS (
 parts AS (
     SELECT endpoint_id, workload_id, region, bucket_start, 'status' AS kind, status AS k,
            count(*) AS n, sum(output_tokens) AS output_tokens, sum(cost_usd) AS cost,
-           max(started_at) AS last_run_at
+           count(*) FILTER (WHERE {_APPROX_SQL}) AS approx, max(started_at) AS last_run_at
       FROM runs GROUP BY 1, 2, 3, 4, 6
     UNION ALL
     SELECT endpoint_id, workload_id, region, bucket_start, m.metric, ({_BUCKET_SQL})::text,
-           count(*), NULL, NULL, NULL
+           count(*), NULL, NULL, NULL, NULL
       FROM runs CROSS JOIN LATERAL (VALUES {_METRIC_VALUES}) AS m(metric, v)
      WHERE status = 'ok' AND m.v IS NOT NULL
      GROUP BY 1, 2, 3, 4, 5, 6
@@ -92,20 +95,21 @@ parts AS (
 INSERT INTO dashboard_runrollup (
     granularity, bucket_start, endpoint_id, workload_id, region, runs, ok_runs,
     status_counts, {_HIST_COLUMNS},
-    sum_output_tokens, sum_cost_usd, last_run_at)
+    sum_output_tokens, sum_cost_usd, approx_token_runs, last_run_at)
 SELECT %(granularity)s, bucket_start, endpoint_id, workload_id, region,
        sum(n) FILTER (WHERE kind = 'status'),
        coalesce(sum(n) FILTER (WHERE kind = 'status' AND k = 'ok'), 0),
        jsonb_object_agg(k, n) FILTER (WHERE kind = 'status'),
        {_HIST_AGGREGATES},
-       coalesce(sum(output_tokens), 0), coalesce(sum(cost), 0), max(last_run_at)
+       coalesce(sum(output_tokens), 0), coalesce(sum(cost), 0), coalesce(sum(approx), 0),
+       max(last_run_at)
   FROM parts
  GROUP BY endpoint_id, workload_id, region, bucket_start
 ON CONFLICT (granularity, endpoint_id, workload_id, region, bucket_start) DO UPDATE SET
     runs = EXCLUDED.runs, ok_runs = EXCLUDED.ok_runs, status_counts = EXCLUDED.status_counts,
     {_HIST_UPDATES},
     sum_output_tokens = EXCLUDED.sum_output_tokens, sum_cost_usd = EXCLUDED.sum_cost_usd,
-    last_run_at = EXCLUDED.last_run_at
+    approx_token_runs = EXCLUDED.approx_token_runs, last_run_at = EXCLUDED.last_run_at
 """
 
 _SERIES_FILTER = (

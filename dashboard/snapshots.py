@@ -207,6 +207,7 @@ def _rows(window: str, covers_to: datetime, totals: Merged, spark: Merged) -> li
                 hists=agg.hists,
                 sum_output_tokens=agg.sum_output_tokens,
                 sum_cost_usd=agg.sum_cost_usd,
+                approx_token_runs=agg.approx_token_runs,
                 last_run_at=agg.last_run_at,
                 spark_points=points,
                 spark_open=open_bucket,

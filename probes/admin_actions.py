@@ -18,7 +18,7 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
 
-from probes import concurrency, runner, secrets
+from probes import concurrency, connection_check, runner, secrets
 from probes.engine import Limits, ProbeRequest, RunResult, measure_sync
 
 MAX_ROWS = 3
@@ -110,25 +110,35 @@ def test_connection(modeladmin, request: HttpRequest, queryset) -> None:
         if provider.requires_key and not key:
             modeladmin.message_user(request, f"{provider}: no API key set.", messages.ERROR)
             continue
-        result = measure_sync(
-            ProbeRequest(
-                api=provider.api_style,
-                base_url=provider.base_url,
-                model=endpoint.model_id,
-                api_key=key,
-                messages=[{"role": "user", "content": "Reply with the word ok."}],
-                max_tokens=5,
-                extra_headers=dict(provider.extra_headers or {}),
-                extra_body=dict(endpoint.extra_body or {}),
-                limits=Limits(
-                    connect_s=min(provider.connect_timeout_s, TEST_LIMIT_S),
-                    first_token_s=min(provider.first_token_timeout_s, TEST_LIMIT_S),
-                    stall_s=min(provider.stall_timeout_s, TEST_LIMIT_S),
-                    total_s=TEST_LIMIT_S,
-                ),
+        request_ = ProbeRequest(
+            api=provider.api_style,
+            base_url=provider.base_url,
+            model=endpoint.model_id,
+            api_key=key,
+            messages=[{"role": "user", "content": "Reply with the word ok."}],
+            max_tokens=5,
+            extra_headers=dict(provider.extra_headers or {}),
+            extra_body=dict(endpoint.extra_body or {}),
+            limits=Limits(
+                connect_s=min(provider.connect_timeout_s, TEST_LIMIT_S),
+                first_token_s=min(provider.first_token_timeout_s, TEST_LIMIT_S),
+                stall_s=min(provider.stall_timeout_s, TEST_LIMIT_S),
+                total_s=TEST_LIMIT_S,
+            ),
+            # Unset: find out how this server counts (connection_check.token_counter).
+            token_counter=endpoint.token_counter or "ollama",
+        )
+        result = measure_sync(request_)
+        summary = _summary(result, key)
+        if result.ok and not endpoint.token_counter:
+            extra = dict(provider.extra_headers or {})
+            headers = connection_check.side_headers(provider.api_style, key, extra)
+            found = connection_check.token_counter(
+                result, provider.base_url, endpoint.model_id, headers
             )
-        )
+            if found:
+                endpoint.token_counter = found
+                endpoint.save(update_fields=["token_counter"])
+                summary += f" · token count without usage set to {found}"
         level = messages.SUCCESS if result.ok else messages.ERROR
-        modeladmin.message_user(
-            request, f"{provider} · {endpoint.model_id}: {_summary(result, key)}", level
-        )
+        modeladmin.message_user(request, f"{provider} · {endpoint.model_id}: {summary}", level)

@@ -1,8 +1,9 @@
 """The admin's "Add an endpoint" page: one form from a server's URL to running probes.
 
 Step 1, Test connection: the server is tested (probes/connection_check.py) and the form
-comes back filled with what it told: API style, context length, a safe concurrency,
-and the standard workloads that fit (those that do not are greyed, "not applicable").
+comes back filled with what it told: API style, context length, how to count tokens
+without usage, a safe concurrency, and the standard workloads that fit (those that do
+not are greyed, "not applicable").
 Step 2, Create: provider, endpoint and probes in one transaction (probes/onboarding.py).
 
 A pasted key never comes back to the page: between the two steps it waits in the
@@ -24,7 +25,13 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 
 from probes import connection_check, onboarding, secrets
-from probes.models import API_STYLES, Workload, validate_base_url, validate_env_name
+from probes.models import (
+    API_STYLES,
+    TOKEN_COUNTERS,
+    Workload,
+    validate_base_url,
+    validate_env_name,
+)
 
 SESSION_KEY = "add_endpoint_api_key"
 
@@ -74,6 +81,13 @@ class AddEndpointForm(forms.Form):
         required=False,
         validators=[MinValueValidator(1)],
         help_text="Filled in by Test connection when the server reports it.",
+    )
+    token_counter = forms.ChoiceField(
+        label="Token count without usage",
+        choices=TOKEN_COUNTERS,
+        required=False,
+        help_text="Filled in by Test connection: the server's tokenize route, or Ollama's "
+        "eval_count, counts tokens when the stream carries no usage.",
     )
     max_concurrency = forms.IntegerField(
         initial=1,
@@ -130,6 +144,7 @@ def _filled(form: AddEndpointForm, report: connection_check.ConnectionReport) ->
     if report.context_tokens:
         data["context_tokens"] = str(report.context_tokens)
     data["max_concurrency"] = str(report.safe_concurrency)
+    data["token_counter"] = report.token_counter
     if not data.get("provider_name"):
         data["provider_name"] = _default_name(form.cleaned_data["base_url"])
     if not data.get("model_name"):
@@ -200,6 +215,7 @@ def _create(form: AddEndpointForm, request: HttpRequest) -> int | None:
         api_key_env=data.get("api_key_env") or "",
         api_key=pasted,
         context_tokens=data.get("context_tokens"),
+        token_counter=data.get("token_counter") or "",
         max_concurrency=data["max_concurrency"],
         interval_s=data["interval_s"],
         workloads=list(data.get("workloads") or []),

@@ -7,14 +7,18 @@ themselves:
 * API style: OpenAI chat completions, else Anthropic messages (when asked to detect).
 * Usage: whether the stream ends with token counts (llama.cpp and some proxies omit
   them; the engine then counts output with o200k_base).
-* Tokenize route: ``POST /tokenize`` (llama.cpp, vLLM), for exact token counts.
+* Token counter: how to count tokens when the stream has no usage, one of
+  ``tokenize.METHODS``: Ollama when the stream's final chunk carries ``eval_count``,
+  else the tokenize route the server answers (``tokenize.detect``: llama.cpp, vLLM,
+  llama-cpp-python), else none (o200k). Create stores it on the endpoint.
 * Context length: ``/v1/models`` ``max_model_len`` (vLLM), llama.cpp ``/props``
   ``n_ctx`` (or the models list's ``meta.n_ctx_train``).
 * Slots: llama.cpp ``/props`` ``total_slots`` or the length of ``/slots``; a
   single-slot server serves one request at a time, so probes must not overlap.
 
-Every side request is bounded in time and size (`_bounded_json`); a server that
-answers none of them still gets a verdict from the streamed request alone.
+Every side request is bounded in time and size (`_bounded_json`; the tokenize search
+by its own per-request bound and DETECT_TOTAL_S overall); a server that answers none of
+them still gets a verdict from the streamed request alone.
 """
 
 from __future__ import annotations
@@ -27,10 +31,11 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 import orjson
 
-from probes.engine import Limits, ProbeRequest, RunResult, measure_sync
+from probes.engine import Limits, ProbeRequest, RunResult, measure_sync, tokenize
 
 SIDE_REQUEST_S = 4.0  # total time for one side request, connect to last byte
 SIDE_REQUEST_MAX_BYTES = 2 * 1024 * 1024  # a model list of a few thousand entries
+DETECT_TOTAL_S = 8.0  # the whole tokenize-route search (up to six bounded POSTs)
 TEST_LIMITS = Limits(connect_s=5, first_token_s=20, stall_s=10, total_s=30)
 TEST_PROMPT = [{"role": "user", "content": "Reply with the word ok."}]
 TEST_MAX_TOKENS = 8
@@ -50,6 +55,8 @@ class ConnectionReport:
     ttft_ms: float | None = None
     stream_usage: bool | None = None  # the stream carried token counts
     tokenize_route: str = ""  # the URL that tokenizes, "" if none answered
+    # How to count tokens without usage (tokenize.METHODS), "" for o200k.
+    token_counter: str = ""
     context_tokens: int | None = None
     context_source: str = ""  # where context_tokens came from
     total_slots: int | None = None
@@ -99,7 +106,7 @@ def _bounded_json(
         return None
 
 
-def _headers(api_style: str, api_key: str | None, extra: dict[str, str]) -> dict[str, str]:
+def side_headers(api_style: str, api_key: str | None, extra: dict[str, str]) -> dict[str, str]:
     # The same authentication the engine sends, so a side route sees the probe's key.
     request = ProbeRequest(api=api_style, base_url="http://placeholder", model="m", api_key=api_key)
     headers = {k: v for k, v in request.headers().items() if k != "accept"}
@@ -119,8 +126,23 @@ def _measure(api_style: str, base_url: str, model_id: str, api_key: str | None, 
             extra_headers=dict(extra),
             limits=TEST_LIMITS,
             warm=False,
+            # Ollama's final eval_count is read only when asked for: a stream without
+            # usage that carries one then says token_source "ollama".
+            token_counter="ollama",
         )
     )
+
+
+def token_counter(result: RunResult, base_url: str, model_id: str, headers: dict[str, str]) -> str:
+    """How to count this server's tokens without usage (tokenize.METHODS), "" for o200k.
+
+    ``result`` is a test request measured with ``token_counter="ollama"``. Shared by the
+    add-endpoint page and the providers' Test connection action.
+    """
+    if result.token_source == "ollama":
+        return "ollama"  # no tokenize route to look for: the stream counts itself
+    found = tokenize.detect_sync(base_url, model_id, headers, total_s=DETECT_TOTAL_S)
+    return found or ""
 
 
 def _models_info(report: ConnectionReport, data: Any, model_id: str) -> None:
@@ -158,6 +180,17 @@ def _props_info(report: ConnectionReport, props: Any) -> None:
         report.total_slots = slots
 
 
+def _count_note(method: str) -> str:
+    if method == "ollama":
+        return "The stream carries no usage: output is counted by Ollama's final eval_count."
+    if method:
+        return (
+            f"The stream carries no usage: output and prompt are counted by the server's "
+            f"tokenizer ({method})."
+        )
+    return "The stream carries no usage: tokens are counted with o200k_base."
+
+
 def check(
     base_url: str,
     model_id: str,
@@ -183,13 +216,9 @@ def check(
     )
     if result.ok:
         report.stream_usage = result.token_source == "usage"
-        if not report.stream_usage:
-            report.notes.append(
-                "The stream carries no usage: output tokens are counted with o200k_base."
-            )
     root = server_root(base_url)
     timeout = httpx.Timeout(SIDE_REQUEST_S)
-    headers = _headers(report.api_style or styles[0], api_key, extra)
+    headers = side_headers(report.api_style or styles[0], api_key, extra)
     with httpx.Client(timeout=timeout, headers=headers, follow_redirects=False) as client:
         models = _bounded_json(client, "GET", base_url.rstrip("/") + "/models")
         _models_info(report, models, model_id)
@@ -198,11 +227,12 @@ def check(
             slots = _bounded_json(client, "GET", root + "/slots")
             if isinstance(slots, list) and slots:
                 report.total_slots = len(slots)
-        tokenized = _bounded_json(
-            client, "POST", root + "/tokenize", {"model": model_id, "prompt": "ok", "content": "ok"}
-        )
-        if isinstance(tokenized, dict) and isinstance(tokenized.get("tokens"), list):
-            report.tokenize_route = root + "/tokenize"
+    if result.ok:
+        report.token_counter = token_counter(result, base_url, model_id, headers)
+        if report.token_counter in tokenize.ROUTE_METHODS:
+            report.tokenize_route = tokenize.route_url(report.token_counter, base_url)
+        if not report.stream_usage:
+            report.notes.append(_count_note(report.token_counter))
     if report.single_slot:
         report.notes.append(
             "One slot: the server answers one request at a time, so probes run one at a time."

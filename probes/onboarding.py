@@ -82,6 +82,7 @@ class NewEndpoint:
     api_key_env: str = ""
     api_key: str = ""
     context_tokens: int | None = None
+    token_counter: str = ""  # connection_check's finding: tokenize.METHODS or ""
     max_concurrency: int = 1
     interval_s: int = DEFAULT_INTERVAL_S
     workloads: list[Workload] = field(default_factory=list)
@@ -138,6 +139,7 @@ def create(spec: NewEndpoint) -> Created:
         model_id=spec.model_id,
         canonical_model=_canonical(spec.model_name),
         context_tokens=spec.context_tokens,
+        token_counter=spec.token_counter,
     )
     probes, skipped = [], []
     region = spec.region or settings.PROBE_REGION

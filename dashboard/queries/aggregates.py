@@ -33,7 +33,7 @@ from django.db.models.functions import Cast
 from dashboard import histogram
 from dashboard.definitions import PERCENTILES
 from dashboard.models import ROLLUP_METRICS, RunRollup, SnapshotBuild, WindowSnapshot
-from probes.engine.contract import SPEED_METRICS
+from probes.engine.contract import SPEED_METRICS, approx_tokens
 from probes.models import ProbeRun, Workload
 from probes.timefloors import floor_day, floor_hour
 
@@ -105,6 +105,8 @@ class Agg:
     last_run_at: datetime | None = None
     sum_output_tokens: int = 0
     sum_cost_usd: Decimal = Decimal(0)
+    # Ok runs whose token counts are not the provider's usage (contract.approx_tokens).
+    approx_token_runs: int = 0
     # The raw values added one by one (add_value), per metric: while a metric has only
     # those (no rolled-up histogram merged in), its percentiles are exact, not a bucket's.
     exact: dict[str, list[float]] = field(default_factory=dict, repr=False)
@@ -123,6 +125,7 @@ class Agg:
             last_run_at=self.last_run_at,
             sum_output_tokens=self.sum_output_tokens,
             sum_cost_usd=self.sum_cost_usd,
+            approx_token_runs=self.approx_token_runs,
             exact={m: list(v) for m, v in self.exact.items()},
             rolled_up=set(self.rolled_up),
         )
@@ -169,10 +172,16 @@ class Agg:
         self.seen(other.last_run_at)
         self.sum_output_tokens += other.sum_output_tokens
         self.sum_cost_usd += other.sum_cost_usd
+        self.approx_token_runs += other.approx_token_runs
 
     @property
     def success_rate(self) -> float | None:
         return self.ok_runs / self.runs if self.runs else None
+
+    @property
+    def approx_tokens_share(self) -> float | None:
+        """Of the ok runs, the share whose token counts are not the provider's usage."""
+        return self.approx_token_runs / self.ok_runs if self.ok_runs else None
 
     def percentile(self, metric: str, q: float) -> float | None:
         """Nearest rank: on the exact values while the metric has only raw ones, else as
@@ -275,11 +284,12 @@ def with_raw_tail(
             "output_tokens",
             "cost_usd",
             "stopped_short",
+            "token_source",
             *metrics,
         )
     )
     for row in raw:
-        started, status, short, tokens, cost, stopped_short = row[n : n + 6]
+        started, status, short, tokens, cost, stopped_short, source = row[n : n + 7]
         short = short or stopped_short  # neither ranks on speed
         key = (tuple(row[:n]), bucket_of(started, bucket))
         agg = out.get(key) or out.setdefault(key, Agg())
@@ -291,7 +301,8 @@ def with_raw_tail(
         if status != "ok":
             continue  # failed runs count for availability, never for latency or speed
         agg.ok_runs += 1
-        for metric, value in zip(metrics, row[n + 6 :], strict=True):
+        agg.approx_token_runs += approx_tokens(source)
+        for metric, value in zip(metrics, row[n + 7 :], strict=True):
             if short and metric in SPEED_METRICS:
                 continue  # too short to rank on speed (the contract's rule)
             agg.add_value(metric, value)
@@ -379,22 +390,24 @@ def read_rollups(rows, fields, bucket, metrics) -> dict[tuple[GroupKey, datetime
         "last_run_at",
         "sum_output_tokens",
         "sum_cost_usd",
+        "approx_token_runs",
         "_status_counts",
         *(f"_{m}" for m in metrics),
     )
     n = len(fields)
     out: dict[tuple[GroupKey, datetime | None], Agg] = defaultdict(Agg)
     for row in values:
-        start_at, runs, ok_runs, last, tokens, cost, counts = row[n : n + 7]
+        start_at, runs, ok_runs, last, tokens, cost, approx, counts = row[n : n + 8]
         agg = out[(tuple(row[:n]), bucket_of(start_at, bucket))]
         agg.runs += runs
         agg.ok_runs += ok_runs
         agg.seen(last)
         agg.sum_output_tokens += tokens or 0
         agg.sum_cost_usd += cost or 0
+        agg.approx_token_runs += approx
         if counts:
             agg.add_counts(orjson.loads(counts))
-        for metric, hist in zip(metrics, row[n + 7 :], strict=True):
+        for metric, hist in zip(metrics, row[n + 8 :], strict=True):
             if hist and hist != "{}":
                 agg.add_hist(metric, orjson.loads(hist))
     return dict(out)
@@ -435,6 +448,7 @@ def snapshot_aggregates(
             "last_run_at",
             "sum_output_tokens",
             "sum_cost_usd",
+            "approx_token_runs",
             "_counts",
             "_hists",
         )
@@ -442,13 +456,14 @@ def snapshot_aggregates(
     n = len(fields)
     out: dict[tuple[GroupKey, None], Agg] = defaultdict(Agg)
     for row in rows:
-        runs, ok_runs, last, tokens, cost, counts, hists = row[n:]
+        runs, ok_runs, last, tokens, cost, approx, counts, hists = row[n:]
         agg = out[(tuple(row[:n]), None)]
         agg.runs += runs
         agg.ok_runs += ok_runs
         agg.seen(last)
         agg.sum_output_tokens += tokens
         agg.sum_cost_usd += cost
+        agg.approx_token_runs += approx
         agg.add_counts(orjson.loads(counts))
         decoded = orjson.loads(hists)
         for metric in metrics:

@@ -94,6 +94,16 @@ class Row:
     def last_run(self) -> datetime | None:
         return self.agg.last_run_at
 
+    @property
+    def approx_tokens_share(self) -> float | None:
+        """Of the window's ok runs, the share counted without the provider's usage."""
+        return self.agg.approx_tokens_share
+
+    @property
+    def approx_tokens(self) -> bool:
+        """Some of the window's token counts (and so its speed) are not from usage: ≈."""
+        return self.agg.approx_token_runs > 0
+
     def p(self, metric: str, q: int = 50) -> float | None:
         return self.agg.percentile(metric, q)
 
@@ -144,6 +154,8 @@ class Row:
             None if self.blended_price is None else float(round(self.blended_price, 4))
         )
         data["success_rate"] = _round(self.success_rate, 4)
+        data["approx_tokens"] = self.approx_tokens
+        data["approx_tokens_share"] = _round(self.approx_tokens_share, 4)
         data["samples"] = self.samples
         data["ok_samples"] = self.agg.ok_runs
         data["last_run_at"] = self.last_run.isoformat() if self.last_run else None

@@ -40,6 +40,8 @@ LEADERBOARD_COLUMNS = [
     *(f"{m}_p{q}" for m in ROLLUP_METRICS for q in PERCENTILES),
     "blended_price_per_m",
     "success_rate",
+    "approx_tokens",
+    "approx_tokens_share",
     "samples",
     "ok_samples",
     "last_run_at",

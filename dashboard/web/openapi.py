@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_safe
 
-from dashboard.definitions import METRICS, STATUS_MEANINGS
+from dashboard.definitions import APPROX_TOKENS, METRICS, STATUS_MEANINGS
 from dashboard.queries import aggregates
 from dashboard.queries import filters as query_filters
 from dashboard.web import api
@@ -69,6 +69,11 @@ def _leaderboard_row() -> dict:
         },
         "blended_price_per_m": _number(METRICS["blended_price"].definition),
         "success_rate": _number(METRICS["success_rate"].definition),
+        "approx_tokens": {"type": "boolean", "description": APPROX_TOKENS},
+        "approx_tokens_share": _number(
+            "Of the window's ok runs, the share whose token counts are not from usage "
+            "(see approx_tokens); null without ok runs."
+        ),
         "samples": {"type": "integer", "description": METRICS["samples"].definition},
         "last_run_at": {"type": ["string", "null"], "format": "date-time"},
     }

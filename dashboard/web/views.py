@@ -16,6 +16,7 @@ from django.views.decorators.vary import vary_on_headers
 from dashboard import charts
 from dashboard.alerts.queries import firing_by_endpoint
 from dashboard.definitions import (
+    APPROX_TOKENS,
     COMPARISONS,
     METRICS,
     RUN_FIELDS,
@@ -90,6 +91,7 @@ def leaderboard(request: HttpRequest) -> HttpResponse:
         "ttft_speed": charts.ttft_vs_speed(board.rows),
         "has_catalog": Endpoint.objects.exists(),
         "has_probes": Probe.objects.active().exists(),
+        "approx_tokens_title": APPROX_TOKENS,
     }
     # A table swap, unless htmx is restoring history (then it needs the whole page).
     if request.htmx and not request.htmx.history_restore_request:

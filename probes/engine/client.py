@@ -32,7 +32,7 @@ import httpx
 from . import bounded, fastread, http_errors, sanitize, tokenize, tokens
 from .dialects import StreamRecorder, new_recorder
 from .fastread import ResponseTooLarge
-from .metrics import fill_metrics, stream_counts
+from .metrics import ServerCount, fill_metrics, prompt_texts, stream_counts
 from .request import ProbeRequest
 from .result import RunResult
 from .sse import EventTooLarge, SSEParser
@@ -179,8 +179,10 @@ class _Measurement:
         self._finish(counts, server_count)
         return result
 
-    async def _server_count(self) -> tuple[int, str] | None:
-        """Output tokens by the server's own count, when the stream had no usage."""
+    async def _server_count(self) -> ServerCount | None:
+        """Token counts by the server itself, when the stream had no usage: Ollama's
+        eval_count, or the tokenize route for the output and the prompt (asked after
+        the stream, outside the timed window)."""
         method, rec = self.req.token_counter, self.rec
         if method is None or not self.streamed:
             return None
@@ -188,19 +190,23 @@ class _Measurement:
         if usage and usage.get("completion_tokens") is not None:
             return None  # usage is the better source
         if method == "ollama":
-            return (rec.eval_count, "ollama") if rec.eval_count is not None else None
-        texts = ["".join(rec.answer_parts), "".join(rec.reasoning_parts), "".join(rec.tool_parts)]
+            return ServerCount(rec.eval_count, method) if rec.eval_count is not None else None
+        output = ["".join(rec.answer_parts), "".join(rec.reasoning_parts), "".join(rec.tool_parts)]
         headers = {
             k: v for k, v in self.req.headers().items() if k not in ("accept", "content-type")
         }
         try:
-            n = await tokenize.count_texts(
-                method, self.req.base_url, self.req.model, texts, headers=headers
+            n_output, n_prompt = await tokenize.count_groups(
+                method,
+                self.req.base_url,
+                self.req.model,
+                [output, prompt_texts(self.req.messages)],
+                headers=headers,
             )
         except tokenize.TokenizeError as exc:
             self.tokenize_error = http_errors.short(str(exc))
             return None
-        return n, method
+        return ServerCount(n_output, method, n_prompt)
 
     async def _warm_up(self, client: httpx.AsyncClient) -> None:
         """Open the connection with a cheap GET, bounded in time and bytes: a server that
@@ -392,7 +398,7 @@ class _Measurement:
         else:
             self.failure = ("protocol_error", "server answered with JSON, not an event stream")
 
-    def _finish(self, counts: Any, server_count: tuple[int, str] | None = None) -> None:
+    def _finish(self, counts: Any, server_count: ServerCount | None = None) -> None:
         result, rec = self.result, self.rec
         result.connect_ms = self._connect_ms
         result.cold_connection = (not self.req.warm) or self._measured_request_connected

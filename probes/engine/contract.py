@@ -245,7 +245,15 @@ _MEASURED = (
     RunField(
         "reasoning_tokens", "tokens", None, "From the provider's usage details, when reported."
     ),
-    RunField("input_tokens", "tokens", None, "From usage."),
+    RunField(
+        "input_tokens",
+        "tokens",
+        None,
+        "The provider's count of the prompt, from usage. Without usage, when the endpoint "
+        "names a tokenize route, the server's tokenizer's count of the prompt's text (the "
+        "messages' content: the chat template's few tokens are not in it), with "
+        "token_source naming the route.",
+    ),
     RunField("cached_input_tokens", "tokens", None, "From usage."),
     RunField("finish_reason", "", None, "As reported by the provider.", TEXT),
     RunField(
@@ -368,8 +376,8 @@ _WORKLOAD = (
         "prompt_tokens_o200k",
         "tokens",
         None,
-        "Our o200k count of the prompt we sent (input_tokens is the provider's count of "
-        "the same prompt).",
+        "Our o200k count of the prompt we sent (input_tokens is the provider's, or the "
+        "server's tokenizer's, count of the same prompt).",
     ),
 )
 
@@ -379,6 +387,17 @@ RAW_FIELDS: dict[str, RunField] = {f.name: f for f in _RAW}
 WORKLOAD_FIELDS: dict[str, RunField] = {f.name: f for f in _WORKLOAD}
 # Everything the engine records per run (plus methodology_version).
 ALL_RUN_FIELDS: dict[str, RunField] = {**OUTCOME_FIELDS, **RUN_FIELDS, **RAW_FIELDS}
+
+# token_source values of counts that are the provider's own (usage), or of no count at
+# all (a failed run). Any other source (a tokenize route, eval_count, o200k) is not the
+# provider's count: pages mark it ≈, and rollups count the ok runs that carry one.
+USAGE_TOKEN_SOURCES: tuple[str, ...] = ("", "usage")
+
+
+def approx_tokens(token_source: str | None) -> bool:
+    """The run's token counts are not the provider's usage."""
+    return (token_source or "") not in USAGE_TOKEN_SOURCES
+
 
 # The metrics rollups keep as mergeable histograms per bucket: what leaderboards,
 # history charts, /metrics and alerts aggregate.

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
+from typing import Any, NamedTuple
 
 from . import sanitize, tokens
 from .contract import MIN_SPEED_TOKENS, PREFILL_MIN_TOKENS, counts_for_speed
@@ -39,6 +39,32 @@ def _ms(ns: int | float) -> float:
     return round(ns / 1e6, 3)
 
 
+class ServerCount(NamedTuple):
+    """Token counts by the server itself, for a stream without usage."""
+
+    output: int
+    method: str  # the token_source: one of tokenize.METHODS
+    # The prompt's text by the tokenize route (None for Ollama's eval_count): the content
+    # of the messages only, so a few tokens short of what the model saw (the chat
+    # template's role markers are not in it).
+    prompt: int | None = None
+
+
+def prompt_texts(messages: list[dict[str, Any]]) -> list[str]:
+    """The text of the prompt we sent: each message's content (system included), or the
+    text parts of a content list."""
+    texts = []
+    for m in messages:
+        content = m.get("content") if isinstance(m, dict) else None
+        if isinstance(content, str):
+            texts.append(content)
+        elif isinstance(content, list):
+            texts += [
+                p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str)
+            ]
+    return texts
+
+
 def fill_metrics(
     result: RunResult,
     rec: StreamRecorder,
@@ -50,14 +76,14 @@ def fill_metrics(
     include_text: bool,
     counts: tokens.Counts | None = None,
     min_speed_tokens: int = MIN_SPEED_TOKENS,
-    server_count: tuple[int, str] | None = None,
+    server_count: ServerCount | None = None,
     prompt_tokens: int | None = None,
 ) -> None:
     """Fill ``result``'s metric fields from the recorder's timeline.
 
     ``counts`` are the stream's o200k counts (see ``stream_counts``); computed here if
-    not given. ``server_count`` is (output tokens, method) from the server's own
-    tokenizer, used when the stream carried no usage (probes/engine/tokenize.py).
+    not given. ``server_count`` is the server's own count (its tokenize route or
+    Ollama's eval_count), used when the stream carried no usage (probes/engine/tokenize.py).
     ``prompt_tokens`` is our count of a fresh prompt (ProbeRequest.prompt_tokens), the
     prefill rate's token count when usage has none.
     """
@@ -100,7 +126,7 @@ def fill_metrics(
         if completion is not None:
             result.output_tokens, result.token_source = completion, "usage"
         elif server_count is not None:
-            result.output_tokens, result.token_source = server_count
+            result.output_tokens, result.token_source = server_count.output, server_count.method
         else:
             result.output_tokens, result.token_source = visible_o200k, "o200k"
     if usage:
@@ -108,6 +134,10 @@ def fill_metrics(
         result.input_tokens = usage.get("prompt_tokens")
         result.cached_input_tokens = usage.get("cached_tokens")
         result.provider_cost_usd = usage.get("cost")
+    if result.input_tokens is None and server_count is not None:
+        # No prompt count in usage: the same tokenizer's count of the prompt's text, so
+        # the cost below has an input side from the same source as its output side.
+        result.input_tokens = server_count.prompt
     result.output_events = n_out if (streamed or n_out) else None
 
     # Speed ---------------------------------------------------------------------------
@@ -157,7 +187,15 @@ def fill_metrics(
         result.cost_usd = round(cost, 10)
 
     fill_server_timing(result, rec.server_timing, usage)
-    _fill_prefill(result, prompt_tokens, hidden_reasoning)
+    # The prompt's uncached share: from usage; without it, only a fresh prompt (nothing of
+    # it can be cached) counts, by the server's tokenizer if it counted, else by ours.
+    if usage and usage.get("prompt_tokens") is not None:
+        uncached = uncached_prompt_tokens(result.input_tokens, result.cached_input_tokens)
+    elif prompt_tokens is not None:
+        uncached = result.input_tokens if result.input_tokens is not None else prompt_tokens
+    else:
+        uncached = None
+    _fill_prefill(result, uncached, hidden_reasoning)
     _fill_task_timings(result, rec, t0)
 
     result.timeline = {
@@ -187,15 +225,10 @@ def fill_metrics(
     }
 
 
-def uncached_prompt_tokens(
-    input_tokens: int | None, cached_tokens: int | None, prompt_tokens: int | None
-) -> int | None:
-    """The prompt tokens the provider had to process: usage's input less its cached
-    share; without usage, our count of a fresh prompt (nothing of it can be cached)."""
-    if input_tokens is not None:
-        uncached = input_tokens - (cached_tokens or 0)
-        return uncached if uncached >= 0 else None  # more cached than sent: not true
-    return prompt_tokens
+def uncached_prompt_tokens(input_tokens: int, cached_tokens: int | None) -> int | None:
+    """The prompt tokens the provider had to process: usage's input less its cached share."""
+    uncached = input_tokens - (cached_tokens or 0)
+    return uncached if uncached >= 0 else None  # more cached than sent: not true
 
 
 def prefill_rate(uncached_tokens: int | None, ms: float | None) -> float | None:
@@ -206,10 +239,7 @@ def prefill_rate(uncached_tokens: int | None, ms: float | None) -> float | None:
     return round(uncached_tokens / (ms / 1e3), 3)
 
 
-def _fill_prefill(result: RunResult, prompt_tokens: int | None, hidden_reasoning: bool) -> None:
-    uncached = uncached_prompt_tokens(
-        result.input_tokens, result.cached_input_tokens, prompt_tokens
-    )
+def _fill_prefill(result: RunResult, uncached: int | None, hidden_reasoning: bool) -> None:
     # Hidden reasoning is generated before the first visible event: that TTFT is not
     # prompt processing (the provider's own prompt time is, whatever the reasoning).
     if not hidden_reasoning:

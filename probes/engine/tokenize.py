@@ -18,6 +18,7 @@ tokenize route that misbehaves must never fail a measurement. Requests go throug
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable
 from typing import Any
 
@@ -96,14 +97,15 @@ def _count_of(method: str, answer: Any) -> int:
     raise TokenizeError(f"{method} tokenize answer has no token list")
 
 
-async def count_texts(
+async def count_groups(
     method: str,
     base_url: str,
     model: str,
-    texts: Iterable[str],
+    groups: Iterable[Iterable[str]],
     headers: dict[str, str] | None = None,
-) -> int:
-    """Tokens in ``texts`` (summed, each counted alone) by the server's tokenizer.
+) -> list[int]:
+    """Tokens per group of ``texts`` (each text counted alone, summed per group) by the
+    server's tokenizer: the output and the prompt of a run in one exchange.
 
     Raises TokenizeError when the route is missing or answers something else.
     """
@@ -115,13 +117,28 @@ async def count_texts(
             url, body = _route(method, root, model, text)
             return _count_of(method, await _post_bounded(client, url, body, hdrs))
 
-        # Whatever the server adds to every input (a BOS token) is not generated output.
+        # Whatever the server adds to every input (a BOS token) is not in the text.
         overhead = await one("")
-        total = 0
-        for text in texts:
-            if text:
-                total += max(0, await one(text) - overhead)
-        return total
+        totals = []
+        for texts in groups:
+            total = 0
+            for text in texts:
+                if text:
+                    total += max(0, await one(text) - overhead)
+            totals.append(total)
+        return totals
+
+
+async def count_texts(
+    method: str,
+    base_url: str,
+    model: str,
+    texts: Iterable[str],
+    headers: dict[str, str] | None = None,
+) -> int:
+    """Tokens in ``texts`` (summed, each counted alone) by the server's tokenizer."""
+    (total,) = await count_groups(method, base_url, model, [texts], headers)
+    return total
 
 
 def count_texts_sync(method: str, base_url: str, model: str, texts: Iterable[str], **kw) -> int:
@@ -131,12 +148,12 @@ def count_texts_sync(method: str, base_url: str, model: str, texts: Iterable[str
 _PROBE_TEXT = "Inferwatch tokenize check: one two three."
 
 
-async def detect(base_url: str, model: str, headers: dict[str, str] | None = None) -> str | None:
-    """Which tokenize route the server answers (for "Test connection"), else None.
+def route_url(method: str, base_url: str) -> str:
+    """The URL a method's tokenize route answers at, for reports."""
+    return _route(method, server_root(base_url), "", "")[0]
 
-    Tried in a fixed order; a route counts only if it answers a sane count for a short
-    sentence. Ollama is not detectable this way (it has no route; set it by hand).
-    """
+
+async def _detect(base_url: str, model: str, headers: dict[str, str] | None) -> str | None:
     for method in ROUTE_METHODS:
         try:
             n = await count_texts(method, base_url, model, [_PROBE_TEXT], headers=headers)
@@ -147,6 +164,33 @@ async def detect(base_url: str, model: str, headers: dict[str, str] | None = Non
     return None
 
 
-def detect_sync(base_url: str, model: str, headers: dict[str, str] | None = None) -> str | None:
+async def detect(
+    base_url: str,
+    model: str,
+    headers: dict[str, str] | None = None,
+    total_s: float | None = None,
+) -> str | None:
+    """Which tokenize route the server answers (for "Test connection"), else None.
+
+    Tried in a fixed order; a route counts only if it answers a sane count for a short
+    sentence. Each request is bounded (TIMEOUT_S); ``total_s`` bounds the whole search
+    (a server that stalls every route must not hold the page for all of them: None
+    then). Ollama is not detectable this way (it has no route): the connection check
+    finds it by the eval_count on its stream's final chunk.
+    """
+    if total_s is None:
+        return await _detect(base_url, model, headers)
+    try:
+        return await asyncio.wait_for(_detect(base_url, model, headers), total_s)
+    except TimeoutError:
+        return None
+
+
+def detect_sync(
+    base_url: str,
+    model: str,
+    headers: dict[str, str] | None = None,
+    total_s: float | None = None,
+) -> str | None:
     """``detect`` for synchronous callers (a Django view, a management command)."""
-    return bounded.run_sync(lambda: detect(base_url, model, headers))
+    return bounded.run_sync(lambda: detect(base_url, model, headers, total_s))

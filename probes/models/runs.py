@@ -12,6 +12,7 @@ import uuid
 from django.db import models
 from django.utils import timezone
 
+from probes.engine import contract
 from probes.engine.contract import STATUS_CHOICES
 from probes.models.providers import Endpoint
 from probes.models.workloads import Probe, Workload
@@ -138,7 +139,7 @@ class ProbeRun(models.Model):
     @property
     def approx_tokens(self) -> bool:
         """The token count is not the provider's usage (pages mark it ≈)."""
-        return self.token_source not in ("", "usage")
+        return contract.approx_tokens(self.token_source)
 
     @property
     def request_label(self) -> str:

@@ -312,8 +312,9 @@ LOCAL_MODEL = "sim-gpu@tps=3000,ttft=20"
 @pytest.fixture
 def local_server():
     """A llama.cpp-like local server: no usage in the stream, a 2,048-token context, one
-    slot. The simulator in its own process, as a server would be."""
-    with start_in_process("--context-tokens", "2048", "--slots", "1", "--no-usage") as sim:
+    slot, llama.cpp's /tokenize. The simulator in its own process, as a server would be."""
+    args = ("--context-tokens", "2048", "--slots", "1", "--no-usage", "--tokenizer", "llama.cpp")
+    with start_in_process(*args) as sim:
         yield sim
 
 
@@ -342,6 +343,8 @@ def test_a_local_server_goes_from_one_form_to_the_leaderboard(staff_page, local_
     assert report.locator(".context").inner_text().startswith("2,048 tokens")
     assert report.locator(".usage").inner_text() == "no"
     assert report.locator(".slots").inner_text() == "1"
+    assert report.locator(".token-counter").inner_text() == "llama.cpp"
+    assert page.input_value("#id_token_counter") == "llama.cpp"
     assert page.input_value("#id_max_concurrency") == "1"
     assert page.input_value("#id_api_style") == "openai-chat"
     fitting = ["agent-loop", "chat-short", "json-schema", "tool-call", "voice-turn"]
@@ -377,9 +380,11 @@ def test_a_local_server_goes_from_one_form_to_the_leaderboard(staff_page, local_
     row = page.locator("#leaderboard-table tbody tr", has_text=LOCAL_MODEL)
     assert row.locator(".col-samples").inner_text() == "1"
     assert row.locator(".col-success_rate").inner_text().startswith("100")
+    # Counted by the server's tokenizer, not usage: the speed is marked.
+    assert row.locator(".col-output_tps .approx").inner_text() == "≈"
     row.locator("a.endpoint").click()  # the endpoint's page, on the board's workload
     page.wait_for_selector("table.runs")
-    # No usage in the stream: 400 tokens counted with o200k, all that max_tokens asked.
+    # No usage in the stream: 400 tokens counted by /tokenize, all that max_tokens asked.
     assert "400" in page.locator("table.runs tbody tr").first.inner_text()
 
     page.goto(page.base + "/?workload=long-10k")

@@ -10,12 +10,13 @@ o200k would be far off; the server's count must equal what it generated.
 from __future__ import annotations
 
 import socket
+import time
 from collections.abc import Iterator
 
 import pytest
 
-from probes.engine import ProbeRequest, measure_sync, tokenize
-from probes.simulator import start_in_thread
+from probes.engine import Prices, ProbeRequest, measure_sync, tokenize, tokens
+from probes.simulator import content, start_in_thread
 
 GENERATED = 200
 ODD_NO_USAGE = "sim-default@tps=4000,ttft=5,usage=none,vocab=odd"
@@ -47,6 +48,39 @@ def test_the_servers_tokenizer_counts_what_it_generated(server, api) -> None:
     assert result.output_tps_o200k > 1.8 * result.output_tps
 
 
+# A prompt in the odd vocabulary: o200k counts it more than twice as long as the model.
+ODD_PROMPT = [
+    {"role": "system", "content": "Answer in" + content.prose(0, 40, "odd") + "."},
+    {"role": "user", "content": "Summarise:" + content.prose(40, 300, "odd", sentence=12)},
+]
+PRICES = Prices(input_per_m=2.0, output_per_m=8.0)
+
+
+@pytest.mark.parametrize("api", ["openai-chat", "anthropic-messages"])
+def test_the_prompt_is_counted_by_the_same_route_without_usage(server, api) -> None:
+    method, base_url = server
+    req = ProbeRequest(
+        api=api,
+        base_url=base_url,
+        model=ODD_NO_USAGE,
+        messages=ODD_PROMPT,
+        max_tokens=GENERATED,
+        token_counter=method,
+        prices=PRICES,
+    )
+    result = measure_sync(req)
+    assert result.ok, result.error
+    # The simulator's own tokenizer on the prompt's text (content only, no template).
+    model_count = sum(len(content.model_tokens(m["content"])) for m in ODD_PROMPT)
+    assert result.input_tokens == model_count
+    assert result.token_source == method
+    o200k = sum(tokens.count(m["content"]) for m in ODD_PROMPT)
+    assert o200k > 2 * model_count  # what input_tokens would have been by o200k
+    # The cost is of the server's counts, input and output alike.
+    expected = (model_count * 2.0 + GENERATED * 8.0) / 1e6
+    assert result.cost_usd == pytest.approx(expected, rel=1e-9)
+
+
 def test_without_a_counter_the_count_is_o200k_and_says_so(server) -> None:
     _, base_url = server
     req = ProbeRequest(
@@ -55,6 +89,7 @@ def test_without_a_counter_the_count_is_o200k_and_says_so(server) -> None:
     result = measure_sync(req)
     assert result.token_source == "o200k"
     assert result.output_tokens == result.output_tokens_o200k > 2 * GENERATED
+    assert result.input_tokens is None and result.cost_usd is None  # no prompt count
 
 
 def test_usage_wins_over_the_tokenize_route_when_the_stream_has_it(server) -> None:
@@ -114,3 +149,18 @@ def test_a_tokenize_route_that_hangs_is_cut_off(monkeypatch) -> None:
             tokenize.count_texts_sync("llama.cpp", f"http://127.0.0.1:{port}/v1", "m", ["hi"])
     finally:
         listener.close()
+
+
+def test_the_route_search_gives_up_as_a_whole() -> None:
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()  # accepts every connection, never answers one
+    port = listener.getsockname()[1]
+    try:
+        started = time.monotonic()
+        found = tokenize.detect_sync(f"http://127.0.0.1:{port}/v1", "m", total_s=0.5)
+        elapsed = time.monotonic() - started
+    finally:
+        listener.close()
+    assert found is None
+    assert elapsed < tokenize.TIMEOUT_S  # not one request's bound, let alone six

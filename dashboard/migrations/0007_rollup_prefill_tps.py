@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('dashboard', '0005_rollup_watermark'),
+        ('dashboard', '0006_approx_token_runs'),
     ]
 
     operations = [
