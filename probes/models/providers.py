@@ -176,8 +176,7 @@ class CanonicalModel(models.Model):
 class EndpointQuerySet(models.QuerySet):
     def too_small_for(self, workload: Workload):
         """Endpoints whose known context cannot hold the workload: it is not applicable."""
-        needed = context_fit.tokens_needed(workload.approx_input_tokens, workload.max_tokens)
-        return self.filter(context_tokens__lt=needed)
+        return self.filter(context_tokens__lt=context_fit.tokens_needed(workload))
 
 
 class Endpoint(models.Model):
