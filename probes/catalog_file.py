@@ -256,7 +256,11 @@ PROVIDER_FIELDS = Fields(
 )
 ENDPOINT_FIELDS = Fields(
     Endpoint,
-    ("model_id", "extra_body", "token_counter", "send_min_tokens", "enabled", "notes"),
+    ("model_id", "extra_body", "token_counter", "length_control", "enabled", "notes"),
+    forbidden={
+        "send_min_tokens": "send_min_tokens is now length_control: min_tokens "
+        "(or ignore_eos: answers always run to max_tokens)"
+    },
 )
 PRICE_FIELDS = ("effective_from", "input_per_m", "cached_input_per_m", "output_per_m", "source_url")
 PROBE_FIELDS = ("workload", "region", "interval_s", "jitter_s", "enabled")

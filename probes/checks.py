@@ -16,6 +16,9 @@ from probes.engine import RunResult
 # A run whose output is below this share of the workload's target "stopped far short":
 # flagged and kept out of speed rankings (the instruction asked for more).
 SHORT_SHARE = 0.5
+# Checks whose verdict reads the whole answer: it must end where the model ends it (a
+# JSON object or a tool call padded past its end no longer parses).
+WHOLE_ANSWER_CHECKS = ("json_schema", "tool_call")
 _DETAIL_MAX = 300
 
 
@@ -51,7 +54,7 @@ def _parse(text: str) -> tuple[Any, str | None]:
 
 def verdict(workload: Any, result: RunResult) -> tuple[bool | None, str]:
     """(valid, detail) for a checked workload's ok run; (None, "") when not checked."""
-    if not result.ok or workload.answer_check not in ("json_schema", "tool_call"):
+    if not result.ok or workload.answer_check not in WHOLE_ANSWER_CHECKS:
         return None, ""
     params = workload.params or {}
     if workload.answer_check == "json_schema":

@@ -56,8 +56,8 @@ def propose(context_tokens: int | None, slots: int | None = None) -> list[Propos
     the server takes at once (None: unknown, no verdict)."""
     proposals = []
     for workload in standard_workloads():
-        needed = context_fit.tokens_needed(workload.approx_input_tokens, workload.max_tokens)
-        fits = context_fit.fits(context_tokens, workload.approx_input_tokens, workload.max_tokens)
+        needed = context_fit.tokens_needed(workload)
+        fits = context_fit.fits(context_tokens, workload)
         proposals.append(ProposedProbe(workload, needed, fits, workload.fits_concurrency(slots)))
     return sorted(proposals, key=lambda p: (not p.fits, p.workload.slug))
 

@@ -77,8 +77,9 @@ def build_request(
         spec = workloads.prompt_spec(workload)
         messages = prompts.build(spec, workloads.seed_for(f"probe/{probe.pk}/manual"))
     body = dict(extra_body or {})
-    if endpoint.send_min_tokens and workload.target_output_tokens:
-        body["min_tokens"] = min(workload.target_output_tokens, workload.max_tokens)
+    body.update(
+        workloads.length_fields(workload, endpoint.length_control, probe.effective_max_tokens)
+    )
     body.update(endpoint.extra_body or {})  # the operator's settings win
     return ProbeRequest(
         api=provider.api_style,

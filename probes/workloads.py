@@ -11,6 +11,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from probes import checks
 from probes.engine import dialects
 from probes.engine.contract import PREFILL_MIN_TOKENS
 from probes.prompts import SIZE_TOLERANCE, PromptSpec
@@ -326,3 +327,17 @@ def request_extras(workload: Any, api: str) -> tuple[dict[str, Any], dict[str, s
     if workload.answer_check == "tool_call":
         return dialect.structured_body(tools=params.get("tools")), {}
     return {}, {}
+
+
+def length_fields(workload: Any, control: str, max_tokens: int) -> dict[str, Any]:
+    """Body fields holding the answer to the workload's length (an endpoint's
+    ``length_control``): ``min_tokens`` no end before the target, ``ignore_eos`` always
+    ``max_tokens``. Only where there is a target and the answer may run on: never for a
+    checked JSON answer or tool call (padded past its end it fails the check); a voice
+    turn's first sentence or a loop step's plan is the same with more after it."""
+    target = workload.target_output_tokens
+    if not control or not target or workload.answer_check in checks.WHOLE_ANSWER_CHECKS:
+        return {}
+    if control == "ignore_eos":
+        return {"ignore_eos": True}
+    return {"min_tokens": min(target, max_tokens)}

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('probes', '0007_workload_suite'),
+        ('probes', '0008_length_control'),
     ]
 
     operations = [

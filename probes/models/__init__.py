@@ -6,6 +6,7 @@ migrations keep their ``probes.models.validate_*`` references.
 
 from probes.models.providers import (
     API_STYLES,
+    LENGTH_CONTROLS,
     TOKEN_COUNTERS,
     CanonicalModel,
     CatalogRecord,
@@ -52,6 +53,7 @@ __all__ = [
     "RUN_ROLES",
     "SLOT_STATES",
     "STATUSES",
+    "LENGTH_CONTROLS",
     "TOKEN_COUNTERS",
     "WORKLOAD_CHECKS",
     "WORKLOAD_KINDS",

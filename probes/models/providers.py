@@ -35,6 +35,14 @@ TOKEN_COUNTERS = [
     ("llama-cpp-python", "llama-cpp-python /extras/tokenize"),
     ("ollama", "Ollama's final eval_count"),
 ]
+# How an answer is held to the workload's length, beyond the instruction and max_tokens
+# (probes/workloads.length_fields says which workloads get it). One choice, not two
+# booleans: with ignore_eos the answer runs to max_tokens, so min_tokens adds nothing.
+LENGTH_CONTROLS = [
+    ("", "none: the instruction and max_tokens"),
+    ("min_tokens", "min_tokens: no end before the target length (vLLM, SGLang)"),
+    ("ignore_eos", "ignore_eos: always max_tokens, as vLLM's benchmark (vLLM, SGLang, llama.cpp)"),
+]
 
 
 class Provider(models.Model):
@@ -176,8 +184,7 @@ class CanonicalModel(models.Model):
 class EndpointQuerySet(models.QuerySet):
     def too_small_for(self, workload: Workload):
         """Endpoints whose known context cannot hold the workload: it is not applicable."""
-        needed = context_fit.tokens_needed(workload.approx_input_tokens, workload.max_tokens)
-        return self.filter(context_tokens__lt=needed)
+        return self.filter(context_tokens__lt=context_fit.tokens_needed(workload))
 
 
 class Endpoint(models.Model):
@@ -207,10 +214,13 @@ class Endpoint(models.Model):
         help_text="When a stream carries no usage, ask the server's tokenizer (else o200k). "
         "Test connection detects the route.",
     )
-    send_min_tokens = models.BooleanField(
-        default=False,
-        help_text="Send min_tokens (vLLM, SGLang) so the answer reaches the workload's "
-        "target length; OpenAI and Anthropic reject it.",
+    length_control = models.CharField(
+        "output length control",
+        max_length=20,
+        choices=LENGTH_CONTROLS,
+        blank=True,
+        help_text="Sent to workloads with a target length whose answer is not checked "
+        "(never JSON or tool calls). OpenAI and Anthropic reject both fields.",
     )
     enabled = models.BooleanField(default=True)
     notes = models.TextField(blank=True)

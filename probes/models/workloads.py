@@ -176,9 +176,7 @@ class Probe(models.Model):
     def applicable(self) -> bool:
         """False when the workload cannot fit the endpoint's context: never run."""
         return context_fit.fits(
-            self.endpoint.context_tokens,
-            self.workload.approx_input_tokens,
-            self.effective_max_tokens,
+            self.endpoint.context_tokens, self.workload, self.effective_max_tokens
         )
 
 

@@ -53,7 +53,9 @@ class Profile:
     fault: str = "none"
     fault_after: int | None = None  # output events before a mid-stream fault (default n/2)
     reasoning_tokens: int = 0  # streamed as reasoning before the answer
-    max_output_tokens: int | None = None  # cap below the request's max_tokens
+    # Where the model ends its answer (its end of sequence), below the request's
+    # max_tokens; a request's min_tokens or ignore_eos hold it off, as in vLLM.
+    max_output_tokens: int | None = None
     slow_ttft_s: float = 3600.0
     seed: int = 1
     error_rate: float = 0.0  # probability that a request fails with one of error_faults

@@ -404,8 +404,10 @@ class SimulatorServer:
             or 256
         )
         conn.max_tokens = max_tokens
-        cap = profile.max_output_tokens
+        cap = profile.max_output_tokens  # where the model ends its answer (its EOS)
         n_tokens = max_tokens if cap is None else min(max_tokens, cap)
+        # Like vLLM: ignore_eos runs to max_tokens, min_tokens holds the end off till then.
+        held = _held_to(req, max_tokens)
         conn.prompt_tokens = _prompt_tokens(req)
         ctx = self.traits.context_tokens
         if ctx is not None:
@@ -436,10 +438,27 @@ class SimulatorServer:
             script = content.model_tokens(content.json_text(schema))
         if script is not None:
             n_tokens = min(n_tokens, profile.reasoning_tokens + len(script))
+        if held > n_tokens:
+            # Past its end the answer runs on in words: a JSON object or a tool call no
+            # longer parses (why Inferwatch never sends these with a checked answer).
+            if script is not None:
+                pad = held - profile.reasoning_tokens - len(script)
+                script = script + [content.word(i) for i in range(max(0, pad))]
+            n_tokens = held if ctx is None else min(held, ctx - conn.prompt_tokens)
         stream = Stream(conn, profile, events, n_tokens, t_request, script, tool_name)
         conn.stream = stream
         conn.start_chunked(events.head())
         self.scheduler.add(stream, stream.next_due)
+
+
+def _held_to(req: dict[str, Any], max_tokens: int) -> int:
+    """Output tokens the request holds the answer to, whatever the model's own end."""
+    if req.get("ignore_eos") is True:
+        return max_tokens
+    min_tokens = req.get("min_tokens")
+    if isinstance(min_tokens, int) and not isinstance(min_tokens, bool) and min_tokens > 0:
+        return min(min_tokens, max_tokens)
+    return 0
 
 
 def _prompt_tokens(req: dict[str, Any]) -> int:

@@ -33,7 +33,7 @@ def test_the_documented_example_loads_and_a_second_load_changes_nothing(suite):
     provider = Provider.objects.get(slug="our-vllm")
     assert provider.api_key_env == "OUR_VLLM_API_KEY" and provider.max_concurrency == 16
     endpoint = Endpoint.objects.get(provider=provider)
-    assert endpoint.token_counter == "vllm" and endpoint.send_min_tokens
+    assert endpoint.token_counter == "vllm" and endpoint.length_control == "min_tokens"
     assert Workload.objects.get(slug="parallel-16").requests == 16
     assert Probe.objects.filter(endpoint=endpoint).count() == 2
     rule = AlertRule.objects.get(name="vLLM TTFT regression")
@@ -78,6 +78,18 @@ def test_the_file_sets_what_it_states_and_keeps_the_rest(suite, tmp_path):
             "      - model_id: m\n        model: M\n        probes:\n          - workload: nope\n",
             8,
             "unknown workload 'nope'",
+        ),
+        (
+            "providers:\n  - name: X\n    base_url: http://127.0.0.1:8001/v1\n    endpoints:\n"
+            "      - model_id: m\n        model: M\n        send_min_tokens: true\n",
+            7,
+            "now length_control: min_tokens",
+        ),
+        (
+            "providers:\n  - name: X\n    base_url: http://127.0.0.1:8001/v1\n    endpoints:\n"
+            "      - model_id: m\n        model: M\n        length_control: always\n",
+            7,
+            "length_control",
         ),
     ],
 )

@@ -173,13 +173,3 @@ def test_a_redelivered_group_cut_short_is_closed_not_rerun(make_probe):
     runs = runs_of(probe)
     assert [(r.request_index, r.role) for r in runs] == [(0, "step"), (2, "group")]
     assert runs[1].status == "truncated" and runs[1].group_summary["interrupted"]
-
-
-def test_the_endpoints_token_counter_and_min_tokens_reach_the_request(make_probe):
-    probe = probe_for(make_probe, suite_workload("standard-1k"))
-    endpoint = probe.endpoint
-    endpoint.token_counter, endpoint.send_min_tokens = "vllm", True
-    endpoint.save()
-    req = runner.build_request(probe, None, None)
-    assert req.token_counter == "vllm"
-    assert req.extra_body["min_tokens"] == 1000
