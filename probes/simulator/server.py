@@ -321,8 +321,6 @@ class SimulatorServer:
             conn.respond(200, "OK", orjson.dumps(slots))
             return True
         if method == "POST" and path == "/tokenize" and traits.tokenize:
-            from probes.engine import tokens
-
             try:
                 req = orjson.loads(body)
                 text = str(req.get("content") or req.get("prompt") or "")
