@@ -271,7 +271,7 @@ PROBE_REGION = env_str("PROBE_REGION", "local")
 WORKER_MAX_CONCURRENT_PROBES = env_int("WORKER_MAX_CONCURRENT_PROBES", 4, minimum=1)
 DISPATCH_INTERVAL_S = env_int("DISPATCH_INTERVAL_S", 5, minimum=1)
 # The home page's workload (and the history pages' default).
-DEFAULT_WORKLOAD = env_str("DEFAULT_WORKLOAD", "chat-1k")
+DEFAULT_WORKLOAD = env_str("DEFAULT_WORKLOAD", "standard-1k")
 MIN_SPEED_TOKENS = env_int("MIN_SPEED_TOKENS", 50, minimum=1)
 RAW_RUN_RETENTION_DAYS = env_int("RAW_RUN_RETENTION_DAYS", 90, minimum=1)
 # Runs faster than this share of the worker's own measured ceiling are flagged.

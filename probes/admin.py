@@ -352,7 +352,7 @@ class ProbeAdmin(admin.ModelAdmin):
     form = ProbeForm
     # Compact columns: with the admin's navigation and filter sidebars, the list must fit
     # a laptop screen (1,400 px) without hiding its last columns.
-    list_display = ["target", "region", "interval_s", "enabled", "applicable", "schedule"]
+    list_display = ["id", "target", "region", "interval_s", "enabled", "applicable", "schedule"]
     list_editable = ["interval_s", "enabled"]
     list_filter = ["enabled", "region", "workload", "endpoint__provider"]
     list_select_related = ["endpoint__provider", "workload"]

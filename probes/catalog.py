@@ -11,10 +11,13 @@ never rewritten.
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass, field
+from datetime import timedelta
 from decimal import Decimal
 
 from django.db import transaction
+from django.utils import timezone
 from django.utils.text import slugify
 
 from probes.catalog_seeds import (
@@ -44,6 +47,8 @@ from probes.models import (
 )
 from probes.simulator.profiles import BUILTIN, Profile
 from probes.workloads import LEGACY_MARK, WORKLOADS
+
+FIRST_RUN_SPREAD_S = 60
 
 
 @dataclass
@@ -193,11 +198,19 @@ def _probes(
         every = interval_s or SEED_INTERVAL_OVERRIDES_S.get(workload.slug, SEED_INTERVAL_S)
         if interval_s and workload.slug in SEED_INTERVAL_OVERRIDES_S:
             every = max(interval_s, DEMO_COSTLY_INTERVAL_S)
+        key = f"probe:{endpoint.catalog_key.partition(':')[2]}/{workload.slug}/{region}"
+        # First runs spread over the first minute (a stable offset per probe), not all at
+        # once: forty probes due together would queue past their slots and be skipped.
+        first_in = zlib.crc32(key.encode()) % min(every, FIRST_RUN_SPREAD_S)
         _keyed(
             Probe,
-            f"probe:{endpoint.catalog_key.partition(':')[2]}/{workload.slug}/{region}",
+            key,
             {"endpoint": endpoint, "workload": workload, "region": region},
-            {"interval_s": every, "jitter_s": min(10, every // 6)},
+            {
+                "interval_s": every,
+                "jitter_s": min(10, every // 6),
+                "next_run_at": timezone.now() + timedelta(seconds=first_in),
+            },
             "probes",
             report,
         )
@@ -310,7 +323,9 @@ def load_demo(region: str, simulator_url: str) -> LoadReport:
             for name in stale:
                 setattr(provider, name, wanted[name])
             provider.save(update_fields=[*stale, "updated"])
-        endpoint_seed = Seed(seed.profile, DEMO_MODEL, seed.input_per_m, seed.output_per_m)
+        endpoint_seed = Seed(
+            seed.profile, DEMO_MODEL, seed.input_per_m, seed.output_per_m, seed.cached_input_per_m
+        )
         endpoint = _endpoint(provider, endpoint_seed, "", report)
         if endpoint is None:
             continue

@@ -349,6 +349,9 @@ class DemoSeed:
     notes: str
     input_per_m: str
     output_per_m: str
+    # Half the input price for prompt-cache hits, as several real providers charge: the
+    # cached-10k workload then shows what the cache saves in money too.
+    cached_input_per_m: str | None = None
 
 
 # Profile names must match probes/simulator's profiles (the model name selects one), at
@@ -361,8 +364,9 @@ DEMO_PROVIDERS = [
         "Simulates a ~2,100 tok/s wafer-scale engine.",
         "0.85",
         "1.20",
+        "0.425",
     ),
-    DemoSeed("LPU", "lpu-demo", "sim-fast", "Simulates a ~400 tok/s LPU.", "0.59", "0.79"),
+    DemoSeed("LPU", "lpu-demo", "sim-fast", "Simulates a ~400 tok/s LPU.", "0.59", "0.79", "0.295"),
     DemoSeed(
         "GPU cloud",
         "gpu-cloud-demo",
@@ -370,6 +374,7 @@ DEMO_PROVIDERS = [
         "Simulates a ~120 tok/s GPU cloud.",
         "0.25",
         "0.40",
+        "0.125",
     ),
     DemoSeed(
         "Flaky",
@@ -379,6 +384,7 @@ DEMO_PROVIDERS = [
         "errors, streams cut off or stalled.",
         "0.45",
         "0.60",
+        "0.225",
     ),
 ]
 # Every demo endpoint serves the same model as real providers' endpoints, so the demo

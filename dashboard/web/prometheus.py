@@ -169,9 +169,12 @@ def lifetime_status_counts(now: datetime | None = None) -> dict[Series, dict[str
 
 
 def lost_slots_by_region(since: datetime) -> list[tuple[str, int]]:
-    """(region, lost slots) since `since`, for regions that lost any."""
-    lost = ledger.lost_since(since).values("region").annotate(n=Count("pk"))
-    return sorted((row["region"], row["n"]) for row in lost)
+    """(region, lost slots) since `since`: every region active probes run from (0 when it
+    lost none, so an alert on the series has a series to watch), and any that lost some."""
+    counts = dict.fromkeys(Probe.objects.active().values_list("region", flat=True), 0)
+    for row in ledger.lost_since(since).values("region").annotate(n=Count("pk")):
+        counts[row["region"]] = row["n"]
+    return sorted(counts.items())
 
 
 def probe_lag_seconds(now: datetime | None = None) -> list[tuple[Probe, float]]:

@@ -91,6 +91,8 @@ def leaderboard(request: HttpRequest) -> HttpResponse:
         "ttft_speed": charts.ttft_vs_speed(board.rows),
         "has_catalog": Endpoint.objects.exists(),
         "has_probes": Probe.objects.active().exists(),
+        "workload_probed": filters.workload is None
+        or Probe.objects.active().filter(workload__slug=filters.workload).exists(),
         "approx_tokens_title": APPROX_TOKENS,
     }
     # A table swap, unless htmx is restoring history (then it needs the whole page).

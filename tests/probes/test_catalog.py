@@ -2,9 +2,11 @@
 simulator's profiles."""
 
 import io
+from collections import Counter
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.utils import timezone
 
 from probes.catalog import load_catalog, load_demo
 from probes.catalog_seeds import (
@@ -263,3 +265,22 @@ def test_rows_from_before_catalog_keys_are_adopted_not_duplicated():
     assert str(load_catalog("local")) == ""
     assert counts() == before
     assert not Provider.objects.filter(catalog_key="").exists()
+
+
+def test_the_demos_first_runs_spread_over_a_minute_not_all_at_once():
+    before = timezone.now()
+    load_demo("local", "http://127.0.0.1:9999")
+    offsets = [
+        (p.next_run_at - before).total_seconds()
+        for p in Probe.objects.filter(endpoint__provider__simulated=True)
+    ]
+    assert len(offsets) >= 40
+    assert all(-1 < s < 61 for s in offsets)
+    # Forty probes due in the same second would queue past their slots: at most a few share one.
+    assert max(Counter(int(s) for s in offsets).values()) <= 4
+
+
+def test_demo_prices_discount_cached_input_so_the_cache_saves_money_too():
+    load_demo("local", "http://127.0.0.1:9999")
+    for price in Price.objects.filter(endpoint__provider__simulated=True):
+        assert price.cached_input_per_m == price.input_per_m / 2

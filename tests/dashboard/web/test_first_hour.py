@@ -15,9 +15,9 @@ def test_the_home_workload_is_a_setting_not_what_most_probes_run(client, catalog
     for endpoint in catalog["endpoints"].values():
         Probe.objects.create(endpoint=endpoint, workload=short, region="us-east")
         Probe.objects.create(endpoint=endpoint, workload=short, region="ap-south")
-    make_workload("chat-1k", "Chat, ~1,000 input tokens")
+    make_workload("standard-1k", "Standard, ~1,000 in / 1,000 out")
 
-    assert query_filters.default_workload() == "chat-1k"  # though most probes run "short"
+    assert query_filters.default_workload() == "standard-1k"  # though most probes run "short"
     settings.DEFAULT_WORKLOAD = "chat-short"
     assert query_filters.default_workload() == "chat-short"
     assert "<strong>Short chat</strong>" in client.get("/").content.decode()

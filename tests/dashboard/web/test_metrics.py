@@ -75,3 +75,6 @@ def test_lost_slots_are_counted_per_region_apart_from_the_providers_runs(client,
     families = scrape(client)
 
     assert sample(families, "inferwatch_lost_slots", region=probe.region) == 2
+    # A region probes run from that lost nothing has its series too, at zero.
+    Probe.objects.create(endpoint=probe.endpoint, workload=probe.workload, region="ap-south")
+    assert sample(scrape(client), "inferwatch_lost_slots", region="ap-south") == 0

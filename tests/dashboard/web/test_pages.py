@@ -9,7 +9,7 @@ import pytest
 
 from probes.models import Probe, Provider
 
-from .conftest import make_run
+from .conftest import make_run, make_workload
 
 
 def test_the_leaderboard_shows_one_row_per_endpoint_with_its_medians(client, history):
@@ -97,6 +97,15 @@ def test_probes_without_runs_in_the_window_say_so(client, catalog):
     html = client.get("/?window=1h").content.decode()
     assert "No runs in this window" in html
     assert html.count('<tr data-endpoint="') == 4  # probed endpoints still listed
+
+
+def test_a_workload_no_probe_runs_says_to_add_a_probe_not_to_check_workers(client, catalog):
+    unprobed = make_workload("reasoning", "Reasoning")
+    html = client.get(f"/?workload={unprobed.slug}").content.decode()
+    assert 'id="workload-not-probed"' in html and "No runs in this window" not in html
+    assert "/admin/probes/probe/add/" in html
+    probed = client.get("/?window=1h").content.decode()  # the catalog's workload is probed
+    assert "workload-not-probed" not in probed and "No runs in this window" in probed
 
 
 def test_the_endpoint_page_has_history_charts_breakdown_and_recent_runs(client, history):
