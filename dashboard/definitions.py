@@ -30,8 +30,18 @@ METRICS: dict[str, Metric] = {
             Metric(f.name, f.label, f.unit, f.definition, better=f.better or "lower")
             for f in (
                 contract.RUN_FIELDS[m]
-                for m in ("output_tps", "ttft_ms", "ttfat_ms", "e2e_ms", "prefill_tps")
+                for m in ("output_tps", *(m for m in contract.ROLLUP_METRICS if m != "output_tps"))
             )
+        ),
+        Metric(
+            "valid_share",
+            "Valid",
+            "%",
+            "JSON and tool-call workloads: of the window's ok runs whose answer was checked, "
+            "the share that passed (the JSON parses and follows the schema; a defined tool "
+            "was called with arguments that parse and follow its schema). A fast wrong "
+            "answer is not a fast answer.",
+            better="higher",
         ),
         Metric(
             "blended_price",

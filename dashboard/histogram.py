@@ -23,8 +23,8 @@ _LOG_STEP = 1 / BUCKETS_PER_DECADE
 GAMMA = 10**_LOG_STEP
 # The largest relative error of a percentile read from a bucket.
 RELATIVE_ERROR = (GAMMA - 1) / (GAMMA + 1)
-# Values below this (0.01 ms, 0.01 tok/s) share bucket zero's floor; nothing measured is
-# that small, and it keeps indices non-negative.
+# Values within ±this of zero (0.01 ms, 0.01 tok/s) share bucket zero; nothing measured
+# is that small, and the log scale needs a floor.
 FLOOR = 0.01
 _FLOOR_LOG = math.log10(FLOOR)
 
@@ -32,6 +32,10 @@ Histogram = dict[str, int]  # JSON object keys are strings
 
 
 def bucket_of(value: float) -> int:
+    """Positive values in buckets 0, 1, …; negative ones (a "saved %" where the second
+    request was slower) mirrored into −1, −2, …, so that bucket order is value order."""
+    if value < -FLOOR:
+        return -1 - bucket_of(-value)
     if value <= FLOOR:
         return 0
     return int((math.log10(value) - _FLOOR_LOG) / _LOG_STEP)
@@ -40,6 +44,8 @@ def bucket_of(value: float) -> int:
 def bucket_value(index: int) -> float:
     """The value a percentile in bucket `index` reads as: DDSketch's 2·upper/(γ+1),
     equally far (relatively) from both edges, so within RELATIVE_ERROR of any sample."""
+    if index < 0:
+        return -bucket_value(-1 - index)
     upper = 10 ** (_FLOOR_LOG + (index + 1) * _LOG_STEP)
     return 2 * upper / (GAMMA + 1)
 

@@ -33,11 +33,21 @@ class RunRollup(models.Model):
     hist_output_tps = models.JSONField(default=dict)
     hist_e2e_ms = models.JSONField(default=dict)
     hist_prefill_tps = models.JSONField(default=dict)
+    hist_first_sentence_ms = models.JSONField(default=dict)
+    hist_tool_call_ms = models.JSONField(default=dict)
+    hist_cold_ttft_ms = models.JSONField(default=dict)
+    hist_ttft_saved_pct = models.JSONField(default=dict)
+    hist_cost_saved_pct = models.JSONField(default=dict)
+    hist_slowdown = models.JSONField(default=dict)
     sum_output_tokens = models.BigIntegerField(default=0)
     sum_cost_usd = models.DecimalField(max_digits=16, decimal_places=8, default=0)
     # Ok runs whose token counts are not the provider's usage (contract.approx_tokens):
     # the leaderboard marks a row's speed ≈ when its window has any.
     approx_token_runs = models.PositiveIntegerField(default=0)
+    # Ok runs whose answer the workload checked (contract.answer_checked), and of those
+    # the valid ones: the leaderboard's "valid 98 %" for JSON and tool-call workloads.
+    checked_runs = models.PositiveIntegerField(default=0)
+    valid_runs = models.PositiveIntegerField(default=0)
     last_run_at = models.DateTimeField(null=True)
 
     class Meta:
@@ -86,6 +96,8 @@ class WindowSnapshot(models.Model):
     sum_output_tokens = models.BigIntegerField(default=0)
     sum_cost_usd = models.DecimalField(max_digits=16, decimal_places=8, default=0)
     approx_token_runs = models.PositiveIntegerField(default=0)  # as RunRollup's
+    checked_runs = models.PositiveIntegerField(default=0)  # as RunRollup's
+    valid_runs = models.PositiveIntegerField(default=0)  # as RunRollup's
     last_run_at = models.DateTimeField(null=True)
     # Median output speed per sparkline bucket wholly inside the snapshot:
     # [[epoch seconds, tok/s or null], ...]; and the speed histogram of the bucket the

@@ -44,9 +44,11 @@ Series = tuple[int, int, str]  # endpoint_id, workload_id, region
 
 # dashboard/histogram.bucket_of, in SQL. Constants come from the Python module so the
 # two can never drift apart; repr() of a float is exact.
+_LOG_INDEX = f"floor((log({{v}}) - ({_FLOOR_LOG!r})::float8) / ({_LOG_STEP!r})::float8)::int"
 _BUCKET_SQL = (
-    f"CASE WHEN m.v <= {FLOOR!r}::float8 THEN 0 "
-    f"ELSE floor((log(m.v) - ({_FLOOR_LOG!r})::float8) / ({_LOG_STEP!r})::float8)::int END"
+    f"CASE WHEN m.v < -{FLOOR!r}::float8 THEN -1 - {_LOG_INDEX.format(v='-m.v')} "
+    f"WHEN m.v <= {FLOOR!r}::float8 THEN 0 "
+    f"ELSE {_LOG_INDEX.format(v='m.v')} END"
 )
 
 # Speeds count only for runs long enough to rank on speed (the contract's rule, applied
@@ -60,6 +62,8 @@ _METRIC_COLUMNS = ", ".join(
 # contract.approx_tokens, in SQL: ok runs whose counts are not the provider's usage.
 _USAGE_SOURCES = ", ".join(f"'{source}'" for source in USAGE_TOKEN_SOURCES)
 _APPROX_SQL = f"status = 'ok' AND coalesce(token_source, '') NOT IN ({_USAGE_SOURCES})"
+# contract.answer_checked, in SQL: ok runs whose answer the workload checked.
+_CHECKED_SQL = "status = 'ok' AND output_valid IS NOT NULL"
 _METRIC_VALUES = ", ".join(f"('{m}', {m})" for m in ROLLUP_METRICS)
 _HIST_COLUMNS = ", ".join(f"hist_{m}" for m in ROLLUP_METRICS)
 _HIST_AGGREGATES = ",\n       ".join(
@@ -74,7 +78,8 @@ _UPSERT_SQL = f"""
 WITH runs AS (
     SELECT endpoint_id, workload_id, region,
            date_trunc(%(unit)s, started_at, 'UTC') AS bucket_start,
-           started_at, status, output_tokens, cost_usd, token_source, {_METRIC_COLUMNS}
+           started_at, status, output_tokens, cost_usd, token_source, output_valid,
+           {_METRIC_COLUMNS}
       FROM probes_proberun
      -- A group's requests ("step") are not ranked: its summary row ("group") is.
      WHERE started_at >= %(start)s AND started_at < %(end)s AND role <> 'step'
@@ -83,11 +88,14 @@ WITH runs AS (
 parts AS (
     SELECT endpoint_id, workload_id, region, bucket_start, 'status' AS kind, status AS k,
            count(*) AS n, sum(output_tokens) AS output_tokens, sum(cost_usd) AS cost,
-           count(*) FILTER (WHERE {_APPROX_SQL}) AS approx, max(started_at) AS last_run_at
+           count(*) FILTER (WHERE {_APPROX_SQL}) AS approx,
+           count(*) FILTER (WHERE {_CHECKED_SQL}) AS checked,
+           count(*) FILTER (WHERE {_CHECKED_SQL} AND output_valid) AS valid,
+           max(started_at) AS last_run_at
       FROM runs GROUP BY 1, 2, 3, 4, 6
     UNION ALL
     SELECT endpoint_id, workload_id, region, bucket_start, m.metric, ({_BUCKET_SQL})::text,
-           count(*), NULL, NULL, NULL, NULL
+           count(*), NULL, NULL, NULL, NULL, NULL, NULL
       FROM runs CROSS JOIN LATERAL (VALUES {_METRIC_VALUES}) AS m(metric, v)
      WHERE status = 'ok' AND m.v IS NOT NULL
      GROUP BY 1, 2, 3, 4, 5, 6
@@ -95,21 +103,22 @@ parts AS (
 INSERT INTO dashboard_runrollup (
     granularity, bucket_start, endpoint_id, workload_id, region, runs, ok_runs,
     status_counts, {_HIST_COLUMNS},
-    sum_output_tokens, sum_cost_usd, approx_token_runs, last_run_at)
+    sum_output_tokens, sum_cost_usd, approx_token_runs, checked_runs, valid_runs, last_run_at)
 SELECT %(granularity)s, bucket_start, endpoint_id, workload_id, region,
        sum(n) FILTER (WHERE kind = 'status'),
        coalesce(sum(n) FILTER (WHERE kind = 'status' AND k = 'ok'), 0),
        jsonb_object_agg(k, n) FILTER (WHERE kind = 'status'),
        {_HIST_AGGREGATES},
        coalesce(sum(output_tokens), 0), coalesce(sum(cost), 0), coalesce(sum(approx), 0),
-       max(last_run_at)
+       coalesce(sum(checked), 0), coalesce(sum(valid), 0), max(last_run_at)
   FROM parts
  GROUP BY endpoint_id, workload_id, region, bucket_start
 ON CONFLICT (granularity, endpoint_id, workload_id, region, bucket_start) DO UPDATE SET
     runs = EXCLUDED.runs, ok_runs = EXCLUDED.ok_runs, status_counts = EXCLUDED.status_counts,
     {_HIST_UPDATES},
     sum_output_tokens = EXCLUDED.sum_output_tokens, sum_cost_usd = EXCLUDED.sum_cost_usd,
-    approx_token_runs = EXCLUDED.approx_token_runs, last_run_at = EXCLUDED.last_run_at
+    approx_token_runs = EXCLUDED.approx_token_runs, checked_runs = EXCLUDED.checked_runs,
+    valid_runs = EXCLUDED.valid_runs, last_run_at = EXCLUDED.last_run_at
 """
 
 _SERIES_FILTER = (

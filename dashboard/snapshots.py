@@ -208,6 +208,8 @@ def _rows(window: str, covers_to: datetime, totals: Merged, spark: Merged) -> li
                 sum_output_tokens=agg.sum_output_tokens,
                 sum_cost_usd=agg.sum_cost_usd,
                 approx_token_runs=agg.approx_token_runs,
+                checked_runs=agg.checked_runs,
+                valid_runs=agg.valid_runs,
                 last_run_at=agg.last_run_at,
                 spark_points=points,
                 spark_open=open_bucket,

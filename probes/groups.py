@@ -258,28 +258,31 @@ def _cached_summary(group: RunResult, results: list[RunResult], summary: dict) -
     # Prefill is measured where there is a prompt to process: the cold request (the warm
     # one's uncached share is too small to have a rate, and is not what it tests).
     group.prefill_tps, group.server_prefill_tps = cold.prefill_tps, cold.server_prefill_tps
+    # The cached workload's headline, as run fields of the group row (ranked and rolled
+    # up); the summary keeps them too, beside the details behind them.
+    group.cold_ttft_ms = cold.ttft_ms
+    group.ttft_saved_pct = _saved(warm.ttft_ms, cold.ttft_ms) if warm else None
+    # What the cache took off the price (a cache discount shows in the cost, given one).
+    group.cost_saved_pct = _saved(warm.cost_usd, cold.cost_usd) if warm else None
     summary.update(
         cold_ttft_ms=cold.ttft_ms,
         cold_prefill_tps=cold.prefill_tps,
         warm_ttft_ms=warm.ttft_ms if warm else None,
-        ttft_saved_pct=(
-            round(100.0 - _pct(warm.ttft_ms, cold.ttft_ms), 1)
-            if warm and _pct(warm.ttft_ms, cold.ttft_ms) is not None
-            else None
-        ),
+        ttft_saved_pct=group.ttft_saved_pct,
         cold_input_tokens=cold.input_tokens,
         warm_cached_tokens=warm.cached_input_tokens if warm else None,
         cold_cost_usd=cold.cost_usd,
         warm_cost_usd=warm.cost_usd if warm else None,
-        # The share of the warm prompt the provider served from its cache, and what
-        # that took off the price (a cache discount shows in the cost, given a price).
+        # The share of the warm prompt the provider served from its cache.
         cache_hit_pct=_pct(warm.cached_input_tokens, warm.input_tokens) if warm else None,
-        cost_saved_pct=(
-            round(100.0 - _pct(warm.cost_usd, cold.cost_usd), 1)
-            if warm and _pct(warm.cost_usd, cold.cost_usd) is not None
-            else None
-        ),
+        cost_saved_pct=group.cost_saved_pct,
     )
+
+
+def _saved(warm: float | None, cold: float | None) -> float | None:
+    """100 − warm as a % of cold: what the second sending saved (negative if it cost more)."""
+    share = _pct(warm, cold)
+    return None if share is None else round(100.0 - share, 1)
 
 
 def _loop_summary(group: RunResult, results: list[RunResult], summary: dict) -> None:
@@ -314,6 +317,10 @@ def _parallel_summary(group: RunResult, results: list[RunResult], summary: dict)
     group.e2e_ms = round(wall_ms, 3) if wall_ms is not None else None
     # The aggregate rate is the throughput figure of a concurrent workload.
     group.output_tps = aggregate
+    # Each stream's slowdown under load: the parallel workload's second headline.
+    group.slowdown = (
+        round(single.output_tps / per_request, 3) if single.output_tps and per_request else None
+    )
     summary.update(
         concurrency=len(batch),
         aggregate_output_tps=aggregate,
@@ -321,9 +328,7 @@ def _parallel_summary(group: RunResult, results: list[RunResult], summary: dict)
         per_request_output_tps_p50=per_request,
         single_ttft_ms=single.ttft_ms,
         ttft_ms_p50=group.ttft_ms,
-        slowdown=(
-            round(single.output_tps / per_request, 3) if single.output_tps and per_request else None
-        ),
+        slowdown=group.slowdown,
         wall_ms=group.e2e_ms,
     )
 

@@ -312,6 +312,30 @@ def measures_prefill(workload: Any) -> bool:
     return low_end >= PREFILL_MIN_TOKENS
 
 
+def headline_metrics(workload: Any) -> frozenset[str]:
+    """The leaderboard columns this workload has beyond the common ones, read from its
+    data (kind, answer check, prompt size), never its slug: an admin-added workload
+    (parallel-16, another JSON task) gets the same columns as the suite's own.
+
+    Names are the contract's rolled-up metrics, and ``valid_share`` (of the window's
+    checked answers, the share that passed: rollups count both).
+    """
+    shown = set()
+    if measures_prefill(workload):
+        shown.add("prefill_tps")
+    if workload.kind == "cached":
+        shown |= {"cold_ttft_ms", "ttft_saved_pct", "cost_saved_pct"}
+    if workload.kind == "parallel":
+        shown.add("slowdown")
+    if workload.answer_check == "first_sentence":
+        shown.add("first_sentence_ms")
+    if workload.answer_check == "tool_call":
+        shown.add("tool_call_ms")
+    if workload.answer_check in checks.WHOLE_ANSWER_CHECKS:
+        shown.add("valid_share")
+    return frozenset(shown)
+
+
 def seed_for(run_identity: str) -> int:
     """A 63-bit seed from a run's identity (probe, slot, request): stable, unique."""
     return uuid.uuid5(_SEED_NAMESPACE, run_identity).int >> 65

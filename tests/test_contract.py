@@ -81,9 +81,11 @@ def test_rollups_alerts_and_speed_follow_the_aggregated_metrics():
         RunRollup._meta.get_field(f"hist_{metric}")
     availability = ["success_rate", "error_rate", "minutes_since_ok"]
     assert [m for m, _ in METRIC_CHOICES] == [*contract.ROLLUP_METRICS, *availability]
-    latencies = {"ttft_ms", "ttfat_ms", "e2e_ms"}
+    latencies = {"ttft_ms", "ttfat_ms", "e2e_ms", "first_sentence_ms", "tool_call_ms"}
+    latencies |= {"cold_ttft_ms", "slowdown"}
     assert latencies | {"error_rate", "minutes_since_ok"} == decide.HIGHER_IS_WORSE
-    assert {"output_tps", "prefill_tps", "success_rate"} == decide.LOWER_IS_WORSE
+    savings = {"ttft_saved_pct", "cost_saved_pct"}
+    assert {"output_tps", "prefill_tps", "success_rate"} | savings == decide.LOWER_IS_WORSE
     # Prefill is about the prompt: a short answer does not take it out of the statistics.
     assert contract.SPEED_METRICS == ("output_tps",)
 
@@ -121,3 +123,19 @@ def test_prometheus_exports_a_median_for_every_aggregated_metric(client):
     text = client.get(reverse("metrics")).content.decode()
     for metric in contract.ROLLUP_METRICS:
         assert f"# TYPE inferwatch_{metric}_median gauge" in text, metric
+
+
+def test_every_workload_headline_is_a_sortable_leaderboard_figure_with_a_definition():
+    from dashboard.definitions import METRICS
+    from dashboard.web import views
+
+    for key in views.HEADLINE_COLUMNS:
+        assert key in METRICS and key in query_filters.SORT_KEYS, key
+        assert key in contract.ROLLUP_METRICS or key == "valid_share", key
+    # The group figures are run fields of the group row, so the runs API and CSV carry them.
+    for name in ("cold_ttft_ms", "ttft_saved_pct", "cost_saved_pct", "slowdown"):
+        field = contract.RUN_FIELDS[name]
+        assert field.unit and field.better and field.label, name
+        assert name in api.RUN_COLUMNS
+    assert {"checked_runs", "valid_runs", "valid_share"} <= set(api.LEADERBOARD_COLUMNS)
+    assert "claimed_first_sentence_ms" in api.LEADERBOARD_COLUMNS

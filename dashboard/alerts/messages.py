@@ -18,6 +18,12 @@ _UNITS = {
     "e2e_ms": "ms",
     "output_tps": "tok/s",
     "prefill_tps": "tok/s",
+    "first_sentence_ms": "ms",
+    "tool_call_ms": "ms",
+    "cold_ttft_ms": "ms",
+    "ttft_saved_pct": "%",
+    "cost_saved_pct": "%",
+    "slowdown": "×",
     "minutes_since_ok": "min",
 }
 

@@ -33,7 +33,7 @@ from django.db.models.functions import Cast
 from dashboard import histogram
 from dashboard.definitions import PERCENTILES
 from dashboard.models import ROLLUP_METRICS, RunRollup, SnapshotBuild, WindowSnapshot
-from probes.engine.contract import SPEED_METRICS, approx_tokens
+from probes.engine.contract import SPEED_METRICS, answer_checked, approx_tokens
 from probes.models import ProbeRun, Workload
 from probes.timefloors import floor_day, floor_hour
 
@@ -107,6 +107,9 @@ class Agg:
     sum_cost_usd: Decimal = Decimal(0)
     # Ok runs whose token counts are not the provider's usage (contract.approx_tokens).
     approx_token_runs: int = 0
+    # Ok runs whose answer was checked, and the valid ones (contract.answer_checked).
+    checked_runs: int = 0
+    valid_runs: int = 0
     # The raw values added one by one (add_value), per metric: while a metric has only
     # those (no rolled-up histogram merged in), its percentiles are exact, not a bucket's.
     exact: dict[str, list[float]] = field(default_factory=dict, repr=False)
@@ -126,6 +129,8 @@ class Agg:
             sum_output_tokens=self.sum_output_tokens,
             sum_cost_usd=self.sum_cost_usd,
             approx_token_runs=self.approx_token_runs,
+            checked_runs=self.checked_runs,
+            valid_runs=self.valid_runs,
             exact={m: list(v) for m, v in self.exact.items()},
             rolled_up=set(self.rolled_up),
         )
@@ -173,6 +178,8 @@ class Agg:
         self.sum_output_tokens += other.sum_output_tokens
         self.sum_cost_usd += other.sum_cost_usd
         self.approx_token_runs += other.approx_token_runs
+        self.checked_runs += other.checked_runs
+        self.valid_runs += other.valid_runs
 
     @property
     def success_rate(self) -> float | None:
@@ -182,6 +189,11 @@ class Agg:
     def approx_tokens_share(self) -> float | None:
         """Of the ok runs, the share whose token counts are not the provider's usage."""
         return self.approx_token_runs / self.ok_runs if self.ok_runs else None
+
+    @property
+    def valid_share(self) -> float | None:
+        """Of the checked answers (JSON, tool calls), the share that passed the check."""
+        return self.valid_runs / self.checked_runs if self.checked_runs else None
 
     def percentile(self, metric: str, q: float) -> float | None:
         """Nearest rank: on the exact values while the metric has only raw ones, else as
@@ -285,11 +297,12 @@ def with_raw_tail(
             "cost_usd",
             "stopped_short",
             "token_source",
+            "output_valid",
             *metrics,
         )
     )
     for row in raw:
-        started, status, short, tokens, cost, stopped_short, source = row[n : n + 7]
+        started, status, short, tokens, cost, stopped_short, source, valid = row[n : n + 8]
         short = short or stopped_short  # neither ranks on speed
         key = (tuple(row[:n]), bucket_of(started, bucket))
         agg = out.get(key) or out.setdefault(key, Agg())
@@ -302,7 +315,10 @@ def with_raw_tail(
             continue  # failed runs count for availability, never for latency or speed
         agg.ok_runs += 1
         agg.approx_token_runs += approx_tokens(source)
-        for metric, value in zip(metrics, row[n + 7 :], strict=True):
+        if answer_checked(status, valid):
+            agg.checked_runs += 1
+            agg.valid_runs += valid
+        for metric, value in zip(metrics, row[n + 8 :], strict=True):
             if short and metric in SPEED_METRICS:
                 continue  # too short to rank on speed (the contract's rule)
             agg.add_value(metric, value)
@@ -391,13 +407,17 @@ def read_rollups(rows, fields, bucket, metrics) -> dict[tuple[GroupKey, datetime
         "sum_output_tokens",
         "sum_cost_usd",
         "approx_token_runs",
+        "checked_runs",
+        "valid_runs",
         "_status_counts",
         *(f"_{m}" for m in metrics),
     )
     n = len(fields)
     out: dict[tuple[GroupKey, datetime | None], Agg] = defaultdict(Agg)
     for row in values:
-        start_at, runs, ok_runs, last, tokens, cost, approx, counts = row[n : n + 8]
+        start_at, runs, ok_runs, last, tokens, cost, approx, checked, valid, counts = row[
+            n : n + 10
+        ]
         agg = out[(tuple(row[:n]), bucket_of(start_at, bucket))]
         agg.runs += runs
         agg.ok_runs += ok_runs
@@ -405,9 +425,11 @@ def read_rollups(rows, fields, bucket, metrics) -> dict[tuple[GroupKey, datetime
         agg.sum_output_tokens += tokens or 0
         agg.sum_cost_usd += cost or 0
         agg.approx_token_runs += approx
+        agg.checked_runs += checked
+        agg.valid_runs += valid
         if counts:
             agg.add_counts(orjson.loads(counts))
-        for metric, hist in zip(metrics, row[n + 8 :], strict=True):
+        for metric, hist in zip(metrics, row[n + 10 :], strict=True):
             if hist and hist != "{}":
                 agg.add_hist(metric, orjson.loads(hist))
     return dict(out)
@@ -449,6 +471,8 @@ def snapshot_aggregates(
             "sum_output_tokens",
             "sum_cost_usd",
             "approx_token_runs",
+            "checked_runs",
+            "valid_runs",
             "_counts",
             "_hists",
         )
@@ -456,7 +480,7 @@ def snapshot_aggregates(
     n = len(fields)
     out: dict[tuple[GroupKey, None], Agg] = defaultdict(Agg)
     for row in rows:
-        runs, ok_runs, last, tokens, cost, approx, counts, hists = row[n:]
+        runs, ok_runs, last, tokens, cost, approx, checked, valid, counts, hists = row[n:]
         agg = out[(tuple(row[:n]), None)]
         agg.runs += runs
         agg.ok_runs += ok_runs
@@ -464,6 +488,8 @@ def snapshot_aggregates(
         agg.sum_output_tokens += tokens
         agg.sum_cost_usd += cost
         agg.approx_token_runs += approx
+        agg.checked_runs += checked
+        agg.valid_runs += valid
         agg.add_counts(orjson.loads(counts))
         decoded = orjson.loads(hists)
         for metric in metrics:

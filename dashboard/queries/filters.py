@@ -21,19 +21,8 @@ from probes.engine.contract import STATUSES
 from probes.models import CanonicalModel, Probe, Workload
 from probes.workloads import DEFAULT_SLUG, canonical_slug
 
-SORT_KEYS = (
-    "output_tps",
-    "ttft_ms",
-    "ttfat_ms",
-    "e2e_ms",
-    "prefill_tps",
-    "blended_price",
-    "success_rate",
-    "samples",
-    "last_run",
-    "provider",
-    "model",
-)
+# Every figure a leaderboard column shows (the claims column is not a sortable figure).
+SORT_KEYS = (*(key for key in METRICS if key != "claim"), "provider", "model")
 
 
 STATUS_NAMES = STATUSES

@@ -127,11 +127,18 @@ class Row:
     def prefill_tps(self) -> float | None:
         return self.p("prefill_tps")
 
+    @property
+    def valid_share(self) -> float | None:
+        """Of the window's checked answers, the share that passed (JSON, tool calls)."""
+        return self.agg.valid_share
+
     def sort_value(self, key: str):
         if key == "provider":
             return self.endpoint.provider.name.lower()
         if key == "model":
             return self.endpoint.canonical_model.name.lower()
+        if key in ROLLUP_METRICS:
+            return self.p(key)  # the median, as its column shows
         return getattr(self, key)
 
     def as_dict(self) -> dict:
@@ -156,6 +163,9 @@ class Row:
         data["success_rate"] = _round(self.success_rate, 4)
         data["approx_tokens"] = self.approx_tokens
         data["approx_tokens_share"] = _round(self.approx_tokens_share, 4)
+        data["checked_runs"] = self.agg.checked_runs
+        data["valid_runs"] = self.agg.valid_runs
+        data["valid_share"] = _round(self.valid_share, 4)
         data["samples"] = self.samples
         data["ok_samples"] = self.agg.ok_runs
         data["last_run_at"] = self.last_run.isoformat() if self.last_run else None
@@ -232,9 +242,10 @@ class Leaderboard:
         return any(r.samples for r in self.rows)
 
     @property
-    def shows_prefill(self) -> bool:
-        """A prefill column only where the workload's prompts are long enough to have one."""
-        return self.workload is not None and workloads.measures_prefill(self.workload)
+    def headline_columns(self) -> frozenset[str]:
+        """The workload's own columns (prefill for long prompts, first sentence for a voice
+        turn, …): decided by its data, so the board stays as narrow as the workload allows."""
+        return workloads.headline_metrics(self.workload) if self.workload else frozenset()
 
 
 def leaderboard(filters: Filters, now: datetime | None = None) -> Leaderboard:

@@ -53,6 +53,32 @@ def usd(value, digits: int = 2) -> str:
 
 
 @register.filter
+def figure(value, key: str) -> str:
+    """A leaderboard figure in its metric's unit: 412 ms · 38.5 % · 1.42× · 1,870."""
+    if value is None:
+        return DASH
+    unit = METRICS[key].unit if key in METRICS else ""
+    if unit == "ms":
+        return ms(value)
+    if unit == "%":  # the contract's percentages are already × 100
+        return f"{float(value):.1f} %"
+    if unit == "×":
+        return f"{float(value):.2f}×"
+    return num(value)
+
+
+@register.filter
+def median(agg, key: str):
+    return agg.percentile(key, 50) if agg else None
+
+
+@register.filter
+def spread(agg, key: str) -> str:
+    """The middle half of a window's runs, for a cell's tooltip: p25 … · p75 …."""
+    return " · ".join(f"p{q} {figure(agg.percentile(key, q), key)}" for q in (25, 75))
+
+
+@register.filter
 def get(mapping, key):
     return mapping.get(key) if mapping else None
 

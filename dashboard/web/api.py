@@ -22,7 +22,7 @@ from dashboard.queries import filters as query_filters
 from dashboard.queries import leaderboard as leaderboards
 from dashboard.web import params as strict
 from probes.engine import contract
-from probes.models import CanonicalModel, Endpoint, ProbeRun, Provider, Workload
+from probes.models import CLAIM_METRICS, CanonicalModel, Endpoint, ProbeRun, Provider, Workload
 
 MAX_LIMIT = 500
 DEFAULT_LIMIT = 50
@@ -42,10 +42,13 @@ LEADERBOARD_COLUMNS = [
     "success_rate",
     "approx_tokens",
     "approx_tokens_share",
+    "checked_runs",
+    "valid_runs",
+    "valid_share",
     "samples",
     "ok_samples",
     "last_run_at",
-    *(f"claimed_{m}{s}" for m in ("e2e_ms", "output_tps", "ttft_ms") for s in ("", "_high")),
+    *(f"claimed_{m}{s}" for m, _ in CLAIM_METRICS for s in ("", "_high")),
 ]
 RUN_COLUMNS = [
     "id",

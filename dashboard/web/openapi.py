@@ -74,6 +74,16 @@ def _leaderboard_row() -> dict:
             "Of the window's ok runs, the share whose token counts are not from usage "
             "(see approx_tokens); null without ok runs."
         ),
+        "checked_runs": {
+            "type": "integer",
+            "description": "Ok runs in the window whose answer the workload checked (JSON, "
+            "tool calls); 0 for workloads that check nothing.",
+        },
+        "valid_runs": {"type": "integer", "description": "Of checked_runs, the valid ones."},
+        "valid_share": _number(
+            f"valid_runs / checked_runs; null when nothing was checked. "
+            f"{METRICS['valid_share'].definition}"
+        ),
         "samples": {"type": "integer", "description": METRICS["samples"].definition},
         "last_run_at": {"type": ["string", "null"], "format": "date-time"},
     }

@@ -72,6 +72,11 @@ class InferwatchCollector(Collector):
             "Runs with status ok / all runs over the last 24 h (0–1).",
             labels=LABELS,
         )
+        valid = GaugeMetricFamily(
+            "inferwatch_valid_share",
+            "Checked answers (JSON, tool calls) that were valid / all checked, last 24 h (0–1).",
+            labels=LABELS,
+        )
         samples = GaugeMetricFamily(
             "inferwatch_samples", "Runs over the last 24 h, failed ones included.", labels=LABELS
         )
@@ -85,9 +90,12 @@ class InferwatchCollector(Collector):
                     family.add_metric(names, value)
             if agg.success_rate is not None:
                 success.add_metric(names, agg.success_rate)
+            if agg.valid_share is not None:
+                valid.add_metric(names, agg.valid_share)
             samples.add_metric(names, agg.runs)
         yield from medians.values()
         yield success
+        yield valid
         yield samples
 
         runs = CounterMetricFamily(

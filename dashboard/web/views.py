@@ -28,16 +28,29 @@ from dashboard.queries import filters as query_filters
 from dashboard.queries import leaderboard as leaderboards
 from probes.engine import contract
 from probes.models import CanonicalModel, Endpoint, Probe, ProbeRun, Provider, Workload
-from probes.workloads import measures_prefill
+from probes.workloads import headline_metrics
 
 ACTIVE_ALERTS_TEMPLATE = "alerts/partials/active.html"
 HISTORY_METRICS = ("output_tps", "ttft_ms", "e2e_ms")
+# A workload's own figures, shown only where its data has them (Leaderboard.headline_columns):
+# a voice turn's first sentence, a tool call's completion, the share of valid answers, a
+# cached pair's cold TTFT and savings, a parallel batch's slowdown, a long prompt's prefill.
+HEADLINE_COLUMNS = (
+    "first_sentence_ms",
+    "tool_call_ms",
+    "valid_share",
+    "cold_ttft_ms",
+    "ttft_saved_pct",
+    "cost_saved_pct",
+    "slowdown",
+    "prefill_tps",
+)
 TABLE_COLUMNS = (
     "output_tps",
     "ttft_ms",
     "ttfat_ms",
     "e2e_ms",
-    "prefill_tps",  # only for workloads with long prompts (Leaderboard.shows_prefill)
+    *HEADLINE_COLUMNS,
     "blended_price",
     "success_rate",
     "samples",
@@ -75,6 +88,7 @@ def leaderboard(request: HttpRequest) -> HttpResponse:
     except query_filters.BadFilter as error:
         return bad_filter(request, error)
     board = leaderboards.leaderboard(filters)
+    shown = board.headline_columns
     context = {
         "board": board,
         "filters": filters,
@@ -82,8 +96,9 @@ def leaderboard(request: HttpRequest) -> HttpResponse:
         "columns": [
             (key, METRICS[key], filters.sort_param_for(key))
             for key in TABLE_COLUMNS
-            if key != "prefill_tps" or board.shows_prefill
+            if key not in HEADLINE_COLUMNS or key in shown
         ],
+        "headline": [key for key in HEADLINE_COLUMNS if key in shown],
         "sort_provider": filters.sort_param_for("provider"),
         "sparklines": {row.endpoint.pk: charts.sparkline(row.sparkline) for row in board.rows},
         "firing_alerts": firing_by_endpoint(row.endpoint.pk for row in board.rows),
@@ -264,6 +279,9 @@ def _decode_ms(run: ProbeRun) -> float | None:
 @require_safe
 def methodology(request: HttpRequest) -> HttpResponse:
     workloads = list(Workload.objects.annotate(probe_count=Count("probes")))
+    for w in workloads:  # the leaderboard columns of its own (Leaderboard.headline_columns)
+        w.headline_keys = headline_metrics(w)
+        w.headline = [METRICS[key] for key in HEADLINE_COLUMNS if key in w.headline_keys]
     context = {
         "metrics": METRICS.values(),
         "aggregated": ROLLUP_METRICS,
@@ -280,7 +298,7 @@ def methodology(request: HttpRequest) -> HttpResponse:
         "statuses": STATUS_MEANINGS.items(),
         "comparisons": COMPARISONS,
         "workloads": workloads,
-        "prefill_workloads": [w.slug for w in workloads if measures_prefill(w)],
+        "prefill_workloads": [w.slug for w in workloads if "prefill_tps" in w.headline_keys],
         "regions": query_filters.regions(),
     }
     return render(request, "dashboard/methodology.html", context)

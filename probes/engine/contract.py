@@ -285,6 +285,8 @@ _MEASURED = (
         "lower",
         "Request start → the output event that ends the first sentence (. ! or ? then a "
         "space or the end of the text): when a voice assistant can start speaking.",
+        label="First sentence",
+        title="Time to first sentence",
     ),
     RunField(
         "tool_call_ms",
@@ -292,6 +294,49 @@ _MEASURED = (
         "lower",
         "Request start → the last tool-call delta: when the call is complete and a client "
         "can act on it.",
+        label="Tool call",
+        title="Time to complete tool call",
+    ),
+    # A run group's own figures (probes/groups.py fills them on the group's summary row;
+    # empty on every other run): the headline of a cached or a parallel workload.
+    RunField(
+        "cold_ttft_ms",
+        "ms",
+        "lower",
+        "Cached groups: TTFT of the cold request, the prompt's first sending (the group's "
+        "ttft_ms is the warm request's, what a repeat user meets).",
+        label="Cold TTFT",
+        title="Cold time to first token",
+    ),
+    RunField(
+        "ttft_saved_pct",
+        "%",
+        "higher",
+        "Cached groups: 100 × (1 − warm TTFT / cold TTFT), what the provider's prompt "
+        "cache takes off the time to first token. About 0 without a cache, and then "
+        "negative about as often as positive (noise).",
+        label="TTFT saved",
+        title="TTFT saved by the prompt cache",
+    ),
+    RunField(
+        "cost_saved_pct",
+        "%",
+        "higher",
+        "Cached groups: 100 × (1 − warm cost / cold cost) at the prices in force: what the "
+        "cache discount takes off the price of a repeated prompt (output tokens included, "
+        "so answers of different lengths move it too). Empty without a price.",
+        label="Cost saved",
+        title="Cost saved by the prompt cache",
+    ),
+    RunField(
+        "slowdown",
+        "×",
+        "lower",
+        "Parallel groups: the output speed of one request alone / the median output speed "
+        "of the concurrent requests: how much slower each stream gets under load (1 = "
+        "none). The group's output_tps is the aggregate of all streams.",
+        label="Slowdown",
+        title="Per-request slowdown under concurrency",
     ),
 )
 
@@ -399,8 +444,28 @@ def approx_tokens(token_source: str | None) -> bool:
     return (token_source or "") not in USAGE_TOKEN_SOURCES
 
 
+def answer_checked(status: str, output_valid: bool | None) -> bool:
+    """An ok run whose answer the workload checked (valid or not): the denominator of
+    the valid share. Failed runs have no answer; they count against availability."""
+    return status == "ok" and output_valid is not None
+
+
 # The metrics rollups keep as mergeable histograms per bucket: what leaderboards,
 # history charts, /metrics and alerts aggregate.
-ROLLUP_METRICS: tuple[str, ...] = ("ttft_ms", "ttfat_ms", "output_tps", "e2e_ms", "prefill_tps")
+ROLLUP_METRICS: tuple[str, ...] = (
+    "ttft_ms",
+    "ttfat_ms",
+    "output_tps",
+    "e2e_ms",
+    "prefill_tps",
+    # Workload headlines (a leaderboard column only for the workloads that have them,
+    # probes/workloads.headline_metrics): empty for every other workload.
+    "first_sentence_ms",
+    "tool_call_ms",
+    "cold_ttft_ms",
+    "ttft_saved_pct",
+    "cost_saved_pct",
+    "slowdown",
+)
 # Of those, the speeds: only runs that count for speed (not short_output) enter them.
 SPEED_METRICS: tuple[str, ...] = tuple(m for m in ROLLUP_METRICS if RUN_FIELDS[m].speed)

@@ -84,6 +84,11 @@ class ProbeRun(models.Model):
     )
     first_sentence_ms = models.FloatField(null=True, blank=True)
     tool_call_ms = models.FloatField(null=True, blank=True)
+    # A run group's figures (contract: filled on its summary row only).
+    cold_ttft_ms = models.FloatField(null=True, blank=True)
+    ttft_saved_pct = models.FloatField(null=True, blank=True)
+    cost_saved_pct = models.FloatField(null=True, blank=True)
+    slowdown = models.FloatField(null=True, blank=True)
     output_valid = models.BooleanField(null=True, blank=True)
     check_detail = models.CharField(max_length=300, blank=True)
     client_bound = models.BooleanField(

@@ -184,6 +184,9 @@ CLAIM_METRICS = [
     ("output_tps", "Output tokens/s"),
     ("ttft_ms", "Time to first token (ms)"),
     ("e2e_ms", "End-to-end time (ms)"),
+    # Use-case figures: a voice reply starting, a tool call ready to act on.
+    ("first_sentence_ms", "Time to first sentence (ms)"),
+    ("tool_call_ms", "Time to complete tool call (ms)"),
 ]
 
 

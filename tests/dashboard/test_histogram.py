@@ -43,10 +43,21 @@ def test_nulls_are_skipped_and_an_empty_histogram_has_no_percentile():
     assert histogram.percentile({}, 50) is None
 
 
-def test_tiny_values_fall_into_the_first_bucket_instead_of_a_negative_index():
+def test_tiny_values_fall_into_the_first_bucket():
     assert histogram.bucket_of(0) == 0
-    assert histogram.bucket_of(-5) == 0
-    assert histogram.build([0.0, 0.001])["0"] == 2
+    assert histogram.bucket_of(-0.005) == 0
+    assert histogram.build([0.0, 0.001, -0.01])["0"] == 3
+
+
+def test_negative_values_mirror_the_positive_buckets_in_value_order():
+    # A "saved %" is negative when the repeat was slower: its percentiles must still read.
+    values = [-40.0, -5.0, -0.5, 0.0, 3.0, 60.0]
+    indexes = [histogram.bucket_of(v) for v in values]
+    assert indexes == sorted(indexes) and indexes[2] < 0 < indexes[4]
+    for v in values:
+        read = histogram.percentile(histogram.build([v]), 50)
+        assert read == pytest.approx(v, rel=histogram.RELATIVE_ERROR, abs=histogram.FLOOR * 1.01)
+    assert histogram.percentile(histogram.build(values), 50) == pytest.approx(-0.5, rel=0.005)
 
 
 def test_the_relative_error_is_stated_and_at_most_half_a_percent():

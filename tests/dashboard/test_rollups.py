@@ -64,6 +64,7 @@ def test_postgres_buckets_samples_exactly_as_the_python_histogram_does(make_prob
     rng = random.Random(7)
     values = [rng.lognormvariate(math.log(200), 2) for _ in range(3000)]
     values += [0.005, 0.01, 1.0, 10.0, 100.0, 1000.0, 10**0.37]
+    values += [-0.005, -0.01, -0.011, -1.0, -37.5, -(10**0.37)]  # signed: saved %
     with connection.cursor() as cursor:
         sql = rollups._BUCKET_SQL.replace("m.v", "v")
         cursor.execute(f"SELECT {sql} FROM unnest(%s::float8[]) AS v", [values])

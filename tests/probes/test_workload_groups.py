@@ -58,6 +58,13 @@ def test_cached_sends_one_fresh_prompt_twice_cold_then_warm(make_probe, api):
     assert summary["cache_hit_pct"] == 100.0 and summary["cost_saved_pct"] > 50
     assert group.ttft_ms == warm.ttft_ms and group.status == "ok"
     assert abs(cold.prompt_tokens_o200k - 4000) <= 400
+    # The headline is stored on the group row itself, computed from its two requests.
+    assert group.cold_ttft_ms == cold.ttft_ms
+    assert group.ttft_saved_pct == pytest.approx(100 * (1 - warm.ttft_ms / cold.ttft_ms), abs=0.06)
+    cost_saved = 100 * (1 - warm.cost_usd / cold.cost_usd)
+    assert group.cost_saved_pct == pytest.approx(float(cost_saved), abs=0.06)
+    assert group.cost_saved_pct == summary["cost_saved_pct"] > 50
+    assert cold.cold_ttft_ms is cold.ttft_saved_pct is warm.slowdown is None  # group only
     # Prefill: the cold request's rate is the group's (the warm one had nothing to do).
     # Client-side, sim-fast's base TTFT is inside it: tokens / (base + tokens / rate).
     sim = BUILTIN["sim-fast"]
@@ -133,6 +140,9 @@ def test_parallel_needs_the_providers_cap_then_reports_aggregate_and_slowdown(ma
     assert 2.0 * single.output_tps < summary["aggregate_output_tps"] < 3.6 * single.output_tps
     assert group.output_tps == summary["aggregate_output_tps"]
     assert 0.7 < summary["slowdown"] < 1.5  # the simulator does not slow under load
+    streams = sorted(r.output_tps for r in batch)
+    assert group.slowdown == summary["slowdown"]
+    assert group.slowdown == pytest.approx(single.output_tps / streams[1], abs=0.001)
     assert len({r.prompt_seed for r in runs[:4]}) == 4  # every request its own prompt
 
 
