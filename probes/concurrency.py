@@ -1,9 +1,10 @@
 """Caps on concurrent requests, shared by every worker through Redis.
 
-Two caps apply to every probe request: the provider's (Provider.max_concurrency, across
-all workers and regions: rate-limit friendly) and the worker's
-(settings.WORKER_MAX_CONCURRENT_PROBES: a client busy with too many streams distorts
-what it measures). Both are the same primitive, a counting semaphore whose slots are
+Two caps apply to every probe: the provider's (Provider.max_concurrency requests at once,
+across all workers and regions: rate-limit friendly) and the worker's
+(settings.WORKER_MAX_CONCURRENT_PROBES probes at once: a client busy with too much
+distorts what it measures). A probe takes both before its first request and holds them
+to its last (probe_slots). Both are the same primitive, a counting semaphore whose slots are
 leases: a sorted set of holder tokens scored by their expiry. Each token names the
 worker holding it, so the slots of a worker killed with SIGKILL (which never releases
 them) are freed as soon as it is known dead: when the sweeper sees its heartbeat gone,
@@ -73,12 +74,13 @@ class Semaphore:
         return client.zcount(self.key, time.time(), "+inf")
 
 
-def provider_semaphore(provider: Provider) -> Semaphore:
-    # A lease outlives the longest request the provider's limits allow.
+def provider_semaphore(provider: Provider, rounds: int = 1) -> Semaphore:
+    # A lease outlives the longest run of `rounds` requests in turn the provider's limits
+    # allow (a group holds its slots from its first request to its last).
     return Semaphore(
         f"{PREFIX}:provider:{provider.pk}",
         provider.max_concurrency,
-        provider.total_timeout_s + provider.connect_timeout_s + 60,
+        rounds * (provider.total_timeout_s + provider.connect_timeout_s) + 60,
     )
 
 
@@ -165,23 +167,40 @@ def _acquire_many(client: redis.Redis, sem: Semaphore, n: int, holder: str) -> l
 
 
 @contextmanager
-def request_slot(
-    provider: Provider, worker: str, client: redis.Redis | None = None, n: int = 1
+def probe_slots(
+    provider: Provider,
+    worker: str,
+    width: int = 1,
+    rounds: int = 1,
+    client: redis.Redis | None = None,
 ) -> Iterator:
-    """Hold ``n`` slots of the provider's cap and of the worker's, or raise Busy.
+    """Hold what one probe needs for all its requests, or raise Busy before any is sent.
 
-    A parallel group holds n provider slots at once; on the worker it holds at most
-    the whole worker (nothing else streams beside it there, which keeps it accurate).
+    A probe's requests (one; a group's steps in turn; a parallel batch of ``width`` at
+    once) are all measured inside, never asking a cap again: a group that found a cap
+    full halfway would be retried with its first requests recorded, and a group cannot
+    be resumed (a loop needs its answers, a batch its baseline's moment). So the provider's
+    slots cover the widest step, from the first request to the last (a parallel group's
+    baseline runs with its batch's slots already taken), and ``rounds`` (requests one
+    after another) stretches the leases to the whole group.
+
+    The worker's cap counts probes, not streams: one slot per probe, however many
+    requests it sends at once. WORKER_MAX_CONCURRENT_PROBES is the worker's pool size
+    (`make run` and Compose start Celery with it), each probe measuring in its own pool
+    process; a parallel probe's N streams share that process's event loop, and how many a
+    provider sees at once is its own cap's business. (Counting streams instead made a
+    parallel group wider than the worker wait for the whole worker to be idle, which a
+    busy worker never is.) Runs near the worker's own ceiling are flagged client_bound.
     """
-    check_width(provider, n)
+    check_width(provider, width)
     client = client or redis_client()
-    per_provider = provider_semaphore(provider)
+    per_provider = provider_semaphore(provider, rounds)
     per_worker = worker_semaphore(worker, per_provider.lease_s)
-    worker_tokens = _acquire_many(client, per_worker, min(n, per_worker.limit), worker)
-    if worker_tokens is None:
+    worker_token = per_worker.acquire(client, worker)
+    if worker_token is None:
         raise Busy("this worker")
     try:
-        provider_tokens = _acquire_many(client, per_provider, n, worker)
+        provider_tokens = _acquire_many(client, per_provider, width, worker)
         if provider_tokens is None:
             raise Busy(f"provider {provider.slug}")
         try:
@@ -190,8 +209,7 @@ def request_slot(
             for token in provider_tokens:
                 per_provider.release(client, token)
     finally:
-        for token in worker_tokens:
-            per_worker.release(client, token)
+        per_worker.release(client, worker_token)
 
 
 # -- 429 back-off ---------------------------------------------------------------------------

@@ -81,6 +81,14 @@ def group_size(workload: Any) -> int:
     return workload.requests if workload.kind in ("cached", "loop") else 1
 
 
+def footprint(workload: Any) -> tuple[int, int]:
+    """(the widest step's concurrent requests, requests in turn): what a run must reserve
+    before its first request, and for how long."""
+    if workload.kind == "parallel":
+        return workload.requests, 2  # the baseline, then the batch
+    return 1, group_size(workload)
+
+
 def run(plan: Plan) -> list[Measured]:
     kind = plan.workload.kind
     if kind == "single":
@@ -93,7 +101,14 @@ def run(plan: Plan) -> list[Measured]:
     if plan.done:
         # A redelivered slot whose group was cut short: its steps cannot be resumed
         # (a loop needs the answers, a parallel batch its partners); close it as such.
-        return [_emit(plan, _interrupted(plan, size))]
+        # Its caps were held from the first request (probes/concurrency.py), and a failure
+        # the attempt saw is summarised by it: what is left is a process that ended.
+        why = (
+            f"the attempt that began the group stopped after {len(plan.done)} of its "
+            f"{size} requests (its worker process ended mid-group: stopped, killed or out "
+            "of time); a group cannot be resumed"
+        )
+        return [_emit(plan, interrupted(plan.workload, size, len(plan.done), why))]
     runner = {"cached": _cached, "loop": _loop, "parallel": _parallel}[kind]
     members = runner(plan)
     summary = summarize(plan.workload, members, size)
@@ -315,15 +330,21 @@ def _parallel_summary(group: RunResult, results: list[RunResult], summary: dict)
     group.prefill_tps = _median([r.prefill_tps for r in batch if r.ok])
     group.server_prefill_tps = _median([r.server_prefill_tps for r in batch if r.ok])
     group.e2e_ms = round(wall_ms, 3) if wall_ms is not None else None
-    # The aggregate rate is the throughput figure of a concurrent workload.
+    # The aggregate rate is the throughput figure of a concurrent workload. The group's
+    # output tokens are the ones that rate counts (the batch's), so a row's tokens and
+    # tok/s describe the same requests; cost and input tokens stay the whole group's
+    # (the baseline is sent and paid for too).
     group.output_tps = aggregate
     # Each stream's slowdown under load: the parallel workload's second headline.
     group.slowdown = (
         round(single.output_tps / per_request, 3) if single.output_tps and per_request else None
     )
+    group.output_tokens = tokens
     summary.update(
         concurrency=len(batch),
         aggregate_output_tps=aggregate,
+        batch_output_tokens=tokens,
+        single_output_tokens=single.output_tokens,
         single_output_tps=single.output_tps,
         per_request_output_tps_p50=per_request,
         single_ttft_ms=single.ttft_ms,
@@ -333,7 +354,8 @@ def _parallel_summary(group: RunResult, results: list[RunResult], summary: dict)
     )
 
 
-def _interrupted(plan: Plan, size: int) -> Measured:
-    result = RunResult(status="truncated", error="the group was interrupted (worker lost)")
-    summary = {"kind": plan.workload.kind, "requests": len(plan.done), "interrupted": True}
+def interrupted(workload: Any, size: int, requests: int, why: str) -> Measured:
+    """The summary of a group cut short after ``requests`` requests, saying ``why``."""
+    result = RunResult(status="truncated", error=f"group cut short: {why}")
+    summary = {"kind": workload.kind, "requests": requests, "interrupted": True, "reason": why}
     return Measured(size, "group", result, group_summary=summary)

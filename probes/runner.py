@@ -133,6 +133,20 @@ def run_group_for(probe_id: int, slot_at: datetime | None) -> uuid.UUID:
     return uuid.uuid5(_GROUP_NAMESPACE, f"{probe_id}/{slot_at.isoformat()}")
 
 
+def _close_cut_short(workload, done: set[int], recorded: list[int], exc: Exception, sink) -> None:
+    """A group an exception stopped after its first requests (the task's soft time limit,
+    a bug) gets its summary now, naming the cause: a retry could not resume it."""
+    size = groups.group_size(workload)
+    if workload.kind == "single" or not recorded or size in recorded:
+        return
+    count = len(done | set(recorded))
+    why = f"stopped after {count} of its {size} requests by {type(exc).__name__}: {exc}"
+    try:
+        sink(groups.interrupted(workload, size, count, why))
+    except Exception:  # the original exception is what the caller must see
+        log.exception("Could not close a group cut short (%s); a redelivery will", why)
+
+
 def run_slot(
     probe: Probe,
     slot_at: datetime | None,
@@ -143,9 +157,11 @@ def run_slot(
 ) -> SlotOutcome:
     """Measure and record the slot's requests that are not recorded yet.
 
-    Raises concurrency.Busy (no free slot under a cap: try again shortly) and
-    BackingOff (the provider asked us to wait) before measuring anything, and
-    concurrency.TooNarrow when a parallel workload needs more than the provider's cap.
+    Raises concurrency.Busy (no free slot under a cap: try again shortly),
+    BackingOff (the provider asked us to wait) and concurrency.TooNarrow (a parallel
+    workload needs more than the provider's cap) before measuring anything: the slots
+    of the whole group are taken before its first request and held to its last. A
+    group that an exception cuts short is closed with a summary naming it.
     """
     endpoint = probe.endpoint
     provider = endpoint.provider
@@ -173,13 +189,7 @@ def run_slot(
             probe, price, key.value, max_total_s, messages, body, headers, include_text
         )
 
-    def measure_one(req: ProbeRequest) -> RunResult:
-        with concurrency.request_slot(provider, worker):
-            return measure_sync(req)
-
-    def measure_many(reqs: list[ProbeRequest]) -> list[RunResult]:
-        with concurrency.request_slot(provider, worker, n=len(reqs)):
-            return measure_all_sync(reqs)
+    recorded: list[int] = []  # indexes sunk by this attempt
 
     def sink(m: groups.Measured) -> None:
         ctx = recording.RunContext(
@@ -199,6 +209,7 @@ def run_slot(
             outcome.spooled += 1
         if m.role != "group":
             outcome.results.append(m.result)
+        recorded.append(m.index)
 
     if problem:
         # One stored run says why nothing was sent; a group's says it as its summary,
@@ -213,20 +224,24 @@ def run_slot(
             if not single:  # sink lists requests only; here the summary is the run
                 outcome.results.append(measured.result)
         return outcome
-    if probe.workload.kind == "parallel":  # before the baseline, not after it
-        concurrency.check_width(provider, probe.workload.requests)
-    groups.run(
-        groups.Plan(
-            workload=probe.workload,
-            api=provider.api_style,
-            new_request=new_request,
-            seed_of=lambda index: workloads.seed_for(f"{identity}/{index}"),
-            measure_one=measure_one,
-            measure_many=measure_many,
-            sink=sink,
-            done=done,
-        )
-    )
+    width, rounds = groups.footprint(probe.workload)
+    with concurrency.probe_slots(provider, worker, width, rounds):  # Busy: nothing sent
+        try:
+            groups.run(
+                groups.Plan(
+                    workload=probe.workload,
+                    api=provider.api_style,
+                    new_request=new_request,
+                    seed_of=lambda index: workloads.seed_for(f"{identity}/{index}"),
+                    measure_one=measure_sync,
+                    measure_many=measure_all_sync,
+                    sink=sink,
+                    done=done,
+                )
+            )
+        except Exception as exc:
+            _close_cut_short(probe.workload, done, recorded, exc, sink)
+            raise
     limited = next((r for r in outcome.results if r.status == "rate_limited"), None)
     if limited is not None:
         concurrency.back_off(provider, limited.retry_after_s)

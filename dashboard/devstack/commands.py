@@ -10,7 +10,7 @@ import sys
 from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
-from dashboard.devstack.common import MANAGE, StackError, signal_group, var_dir
+from dashboard.devstack.common import MANAGE, STOP_GRACE_S, StackError, signal_group, var_dir
 from dashboard.devstack.prepare import prepare_database_and_files, setup_django
 from dashboard.devstack.runstate import RunState, read_state, running_state, state_path
 from dashboard.devstack.services import (
@@ -70,7 +70,14 @@ def _is_local(host: str | None) -> bool:
     return host in {"127.0.0.1", "localhost"}
 
 
+# Ctrl-C lets the worker's warm shutdown finish the probes in flight for this long (the
+# demo's take seconds); past it they are abandoned: not recorded, never a failure.
+WORKER_STOP_GRACE_S = 30.0
+
+
 def child_commands(settings, port: int) -> list[tuple[str, list[str]]]:
+    """The children in start order; the supervisor stops them in reverse, so what
+    measures (worker, beat) stops before what is measured (the simulator)."""
     py = sys.executable
     region = settings.PROBE_REGION
     commands = []
@@ -151,7 +158,9 @@ def run_app() -> int:
         if supervisor.stopping.is_set():
             return 130
         for name, argv in child_commands(settings, port):
-            supervisor.start(name, argv)
+            # The worker may finish its in-flight probes before it is killed (stop()).
+            grace = WORKER_STOP_GRACE_S if name == "worker" else STOP_GRACE_S
+            supervisor.start(name, argv, stop_grace_s=grace)
         say(
             "devstack", f"Inferwatch is at http://127.0.0.1:{port}/ (admin: /admin/) — Ctrl-C stops"
         )

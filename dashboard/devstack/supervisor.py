@@ -57,6 +57,7 @@ class Child:
     crashes: deque[float] = field(default_factory=deque)  # monotonic, within the window
     streak: int = 0  # crashes since it last ran STABLE_AFTER_S
     restart_at: float | None = None  # set while waiting out a back-off
+    stop_grace_s: float = STOP_GRACE_S  # from SIGTERM to SIGKILL when stopping
 
 
 class CrashLoop(Exception):
@@ -72,6 +73,7 @@ class Supervisor:
         self.children: list[Child] = []
         self.state = state
         self.stopping = threading.Event()
+        self.stopped: list[str] = []  # names in the order stop() stopped them
         self.width = 10
         self.color = sys.stdout.isatty()
         self._lock = threading.Lock()
@@ -84,8 +86,8 @@ class Supervisor:
         with self._lock:
             print(f"{prefix} {line}", flush=True)
 
-    def start(self, name: str, argv: list[str]) -> None:
-        child = Child(name, argv)
+    def start(self, name: str, argv: list[str], stop_grace_s: float = STOP_GRACE_S) -> None:
+        child = Child(name, argv, stop_grace_s=stop_grace_s)
         self.children.append(child)
         self._spawn(child)
 
@@ -165,24 +167,31 @@ class Supervisor:
         )
 
     def stop(self) -> None:
-        # SIGTERM to each leader only: gunicorn and Celery then stop their own workers
-        # gracefully (signalling the pool directly makes Celery report lost workers).
-        running = [c.proc for c in reversed(self.children) if c.proc is not None]
-        for proc in running:
-            if proc.poll() is None:
-                proc.terminate()
-        deadline = time.monotonic() + STOP_GRACE_S
+        """Stop the children one at a time, the last started first: beat, then the
+        worker (its warm shutdown finishes the probes in flight, or is killed after its
+        grace and they are abandoned, never recorded), then the web server, and only
+        then the simulator they measure (stopped earlier, it cut the worker's last
+        streams, stored as the demo provider's failures). The caller stops Postgres and
+        Redis after this returns."""
         for child in reversed(self.children):
-            proc = child.proc
-            if proc is None:
-                continue
-            try:
-                proc.wait(max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                self.say(
-                    "devstack", f"{child.name} did not stop in {STOP_GRACE_S:.0f} s; killing it"
-                )
-                proc.kill()
-                proc.wait()
-            # Whatever the child left in its group (pool processes) goes too.
-            signal_group(proc.pid, signal.SIGKILL)
+            self._stop_child(child)
+            self.stopped.append(child.name)
+
+    def _stop_child(self, child: Child) -> None:
+        proc = child.proc
+        if proc is None:
+            return
+        # SIGTERM to the leader only: gunicorn and Celery then stop their own workers
+        # gracefully (signalling the pool directly makes Celery report lost workers).
+        if proc.poll() is None:
+            proc.terminate()
+        try:
+            proc.wait(child.stop_grace_s)
+        except subprocess.TimeoutExpired:
+            self.say(
+                "devstack", f"{child.name} did not stop in {child.stop_grace_s:.0f} s; killing it"
+            )
+            proc.kill()
+            proc.wait()
+        # Whatever the child left in its group (pool processes) goes too.
+        signal_group(proc.pid, signal.SIGKILL)

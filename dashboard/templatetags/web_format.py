@@ -15,17 +15,23 @@ register = template.Library()
 DASH = "—"
 
 
+def _unmeasured(value) -> bool:
+    # A key missing from a group's summary reaches a filter as "" (the template engine's
+    # stand-in for an unknown variable): unmeasured, like None.
+    return value is None or value == ""
+
+
 @register.filter
 def num(value, digits: int = 0) -> str:
     """1,870 · 12.5 · — for None (unmeasured is never shown as 0)."""
-    if value is None or value == "":
+    if _unmeasured(value):
         return DASH
     return f"{float(value):,.{int(digits)}f}"
 
 
 @register.filter
 def ms(value) -> str:
-    if value is None:
+    if _unmeasured(value):
         return DASH
     value = float(value)
     if value >= 10_000:
@@ -35,19 +41,19 @@ def ms(value) -> str:
 
 @register.filter
 def tps(value) -> str:
-    return DASH if value is None else f"{float(value):,.0f} tok/s"
+    return DASH if _unmeasured(value) else f"{float(value):,.0f} tok/s"
 
 
 @register.filter
 def pct(value, digits: int = 1) -> str:
-    if value is None:
+    if _unmeasured(value):
         return DASH
     return f"{float(value) * 100:.{int(digits)}f} %"
 
 
 @register.filter
 def usd(value, digits: int = 2) -> str:
-    if value is None:
+    if _unmeasured(value):
         return DASH
     return f"${float(value):,.{int(digits)}f}"
 
@@ -108,7 +114,7 @@ def pretty_json(value) -> str:
 @register.filter
 def field_value(value) -> str:
     """A run field as the run page shows it: floats to 0.1, counts with separators."""
-    if value is None or value == "":
+    if _unmeasured(value):
         return DASH
     if isinstance(value, bool):
         return "yes" if value else "no"

@@ -96,23 +96,23 @@ def test_the_provider_cap_is_shared_by_every_worker(make_probe, clean_redis):
     provider = make_probe().endpoint.provider
     provider.max_concurrency = 2
     with (
-        concurrency.request_slot(provider, "w1"),
-        concurrency.request_slot(provider, "w2"),
+        concurrency.probe_slots(provider, "w1"),
+        concurrency.probe_slots(provider, "w2"),
         pytest.raises(concurrency.Busy, match="provider"),
-        concurrency.request_slot(provider, "w3"),
+        concurrency.probe_slots(provider, "w3"),
     ):
         pass
-    with concurrency.request_slot(provider, "w3"):
+    with concurrency.probe_slots(provider, "w3"):
         assert concurrency.provider_semaphore(provider).holders(clean_redis) == 1
 
 
-def test_the_worker_cap_limits_one_workers_concurrent_requests(make_probe, settings):
+def test_the_worker_cap_limits_one_workers_concurrent_probes(make_probe, settings):
     settings.WORKER_MAX_CONCURRENT_PROBES = 1
     provider = make_probe().endpoint.provider
     with (
-        concurrency.request_slot(provider, "w1"),
+        concurrency.probe_slots(provider, "w1"),
         pytest.raises(concurrency.Busy, match="worker"),
-        concurrency.request_slot(provider, "w1"),
+        concurrency.probe_slots(provider, "w1"),
     ):
         pass
 

@@ -117,7 +117,7 @@ def test_an_agent_loop_feeds_each_answer_to_the_next_step(make_probe, api):
     assert group.output_tokens == 120
 
 
-def test_parallel_needs_the_providers_cap_then_reports_aggregate_and_slowdown(make_probe):
+def test_parallel_needs_the_providers_cap_then_reports_aggregate_and_slowdown(make_probe, client):
     workload = suite_workload("parallel-8", requests=3, max_tokens=80, target_output_tokens=80)
     probe = probe_for(make_probe, workload, model="sim-fast@tps=300,ttft=20")
     with pytest.raises(concurrency.TooNarrow, match="max concurrency"):
@@ -144,6 +144,15 @@ def test_parallel_needs_the_providers_cap_then_reports_aggregate_and_slowdown(ma
     assert group.slowdown == summary["slowdown"]
     assert group.slowdown == pytest.approx(single.output_tps / streams[1], abs=0.001)
     assert len({r.prompt_seed for r in runs[:4]}) == 4  # every request its own prompt
+    # The row's tokens are the ones its rate counts (the batch's); the cost is everyone's.
+    batch_tokens = sum(r.output_tokens for r in batch)
+    assert group.output_tokens == summary["batch_output_tokens"] == batch_tokens
+    assert summary["single_output_tokens"] == single.output_tokens
+    assert group.output_tps == pytest.approx(batch_tokens / (summary["wall_ms"] / 1e3), rel=1e-3)
+    assert group.cost_usd == sum(r.cost_usd for r in runs[:4]) > sum(r.cost_usd for r in batch)
+    page = client.get(f"/runs/{group.pk}/").content.decode()
+    assert f"the batch's {batch_tokens:,} output tokens" in page
+    assert "for the whole group (every request" in page
 
 
 @pytest.mark.parametrize("api", ["openai-chat", "anthropic-messages"])
