@@ -92,6 +92,11 @@ def plan_window(start: datetime, now: datetime, *, use_days: bool = True) -> Pla
     return Plan(rollups=ranges, raw_from=raw_from)
 
 
+# Counts of kinds of ok runs, rolled up beside the histograms (RunRollup and
+# WindowSnapshot columns of these names) and summed wherever aggregates merge.
+RUN_COUNTS = ("approx_token_runs", "checked_runs", "valid_runs")
+
+
 @dataclass
 class Agg:
     """Everything known about a set of runs: counts, statuses and metric histograms."""
@@ -105,9 +110,10 @@ class Agg:
     last_run_at: datetime | None = None
     sum_output_tokens: int = 0
     sum_cost_usd: Decimal = Decimal(0)
-    # Ok runs whose token counts are not the provider's usage (contract.approx_tokens).
+    # RUN_COUNTS. Ok runs whose token counts are not the provider's usage
+    # (contract.approx_tokens); ok runs whose answer was checked, and the valid ones
+    # (contract.answer_checked).
     approx_token_runs: int = 0
-    # Ok runs whose answer was checked, and the valid ones (contract.answer_checked).
     checked_runs: int = 0
     valid_runs: int = 0
     # The raw values added one by one (add_value), per metric: while a metric has only
@@ -128,12 +134,18 @@ class Agg:
             last_run_at=self.last_run_at,
             sum_output_tokens=self.sum_output_tokens,
             sum_cost_usd=self.sum_cost_usd,
-            approx_token_runs=self.approx_token_runs,
-            checked_runs=self.checked_runs,
-            valid_runs=self.valid_runs,
+            **self.run_counts(),
             exact={m: list(v) for m, v in self.exact.items()},
             rolled_up=set(self.rolled_up),
         )
+
+    def run_counts(self) -> dict[str, int]:
+        return {name: getattr(self, name) for name in RUN_COUNTS}
+
+    def add_run_counts(self, counts: Iterable[int]) -> None:
+        """Add RUN_COUNTS, given in that order (a rollup or snapshot row's columns)."""
+        for name, n in zip(RUN_COUNTS, counts, strict=True):
+            setattr(self, name, getattr(self, name) + n)
 
     def add_counts(self, status_counts: Mapping[str, int]) -> None:
         for status, n in status_counts.items():
@@ -177,9 +189,7 @@ class Agg:
         self.seen(other.last_run_at)
         self.sum_output_tokens += other.sum_output_tokens
         self.sum_cost_usd += other.sum_cost_usd
-        self.approx_token_runs += other.approx_token_runs
-        self.checked_runs += other.checked_runs
-        self.valid_runs += other.valid_runs
+        self.add_run_counts(other.run_counts().values())
 
     @property
     def success_rate(self) -> float | None:
@@ -406,30 +416,26 @@ def read_rollups(rows, fields, bucket, metrics) -> dict[tuple[GroupKey, datetime
         "last_run_at",
         "sum_output_tokens",
         "sum_cost_usd",
-        "approx_token_runs",
-        "checked_runs",
-        "valid_runs",
+        *RUN_COUNTS,
         "_status_counts",
         *(f"_{m}" for m in metrics),
     )
     n = len(fields)
+    status_at = n + 6 + len(RUN_COUNTS)  # the status counts' column
     out: dict[tuple[GroupKey, datetime | None], Agg] = defaultdict(Agg)
     for row in values:
-        start_at, runs, ok_runs, last, tokens, cost, approx, checked, valid, counts = row[
-            n : n + 10
-        ]
+        start_at, runs, ok_runs, last, tokens, cost = row[n : n + 6]
+        run_counts, counts = row[n + 6 : status_at], row[status_at]
         agg = out[(tuple(row[:n]), bucket_of(start_at, bucket))]
         agg.runs += runs
         agg.ok_runs += ok_runs
         agg.seen(last)
         agg.sum_output_tokens += tokens or 0
         agg.sum_cost_usd += cost or 0
-        agg.approx_token_runs += approx
-        agg.checked_runs += checked
-        agg.valid_runs += valid
+        agg.add_run_counts(run_counts)
         if counts:
             agg.add_counts(orjson.loads(counts))
-        for metric, hist in zip(metrics, row[n + 10 :], strict=True):
+        for metric, hist in zip(metrics, row[status_at + 1 :], strict=True):
             if hist and hist != "{}":
                 agg.add_hist(metric, orjson.loads(hist))
     return dict(out)
@@ -470,9 +476,7 @@ def snapshot_aggregates(
             "last_run_at",
             "sum_output_tokens",
             "sum_cost_usd",
-            "approx_token_runs",
-            "checked_runs",
-            "valid_runs",
+            *RUN_COUNTS,
             "_counts",
             "_hists",
         )
@@ -480,16 +484,15 @@ def snapshot_aggregates(
     n = len(fields)
     out: dict[tuple[GroupKey, None], Agg] = defaultdict(Agg)
     for row in rows:
-        runs, ok_runs, last, tokens, cost, approx, checked, valid, counts, hists = row[n:]
+        runs, ok_runs, last, tokens, cost = row[n : n + 5]
+        *run_counts, counts, hists = row[n + 5 :]
         agg = out[(tuple(row[:n]), None)]
         agg.runs += runs
         agg.ok_runs += ok_runs
         agg.seen(last)
         agg.sum_output_tokens += tokens
         agg.sum_cost_usd += cost
-        agg.approx_token_runs += approx
-        agg.checked_runs += checked
-        agg.valid_runs += valid
+        agg.add_run_counts(run_counts)
         agg.add_counts(orjson.loads(counts))
         decoded = orjson.loads(hists)
         for metric in metrics:
