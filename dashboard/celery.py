@@ -18,7 +18,7 @@ from django.conf import settings  # lazy: reads nothing until an attribute is us
 from dashboard import broker
 from dashboard.alerts.schedule import ALERTS_BEAT_SCHEDULE
 from probes.engine import tokens
-from probes.heartbeat import install_worker_heartbeat
+from probes.scheduling.heartbeat import install_worker_heartbeat
 
 
 @functools.cache
@@ -31,7 +31,7 @@ def get_app() -> Celery:
     app = Celery("inferwatch")
     app.config_from_object("django.conf:settings", namespace="CELERY")
     app.autodiscover_tasks()
-    # Workers mark themselves alive in Redis for /status (probes/heartbeat.py).
+    # Workers mark themselves alive in Redis for /status (probes/scheduling/heartbeat.py).
     install_worker_heartbeat(app)
     # Each worker also listens on its own direct queue, so calibration reaches every worker.
     app.conf.worker_direct = True
@@ -50,7 +50,7 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-# -- Scheduling (probes/dispatch.py, probes/tasks.py, dashboard/tasks.py) ----------------------
+# -- Scheduling (probes/scheduling/dispatch.py, probes/tasks.py, dashboard/tasks.py) ----------------------
 
 
 def _beat_schedule(tick: float) -> dict:
@@ -70,7 +70,7 @@ def _beat_schedule(tick: float) -> dict:
             "schedule": crontab(minute="*"),
             "options": {"expires": 55.0},
         },
-        # Re-sends or reports slots whose worker died (probes/ledger.py).
+        # Re-sends or reports slots whose worker died (probes/scheduling/ledger.py).
         "sweep-dispatched-slots": {
             "task": "probes.tasks.sweep_dispatched_slots",
             "schedule": 60.0,

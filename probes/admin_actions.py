@@ -18,8 +18,9 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
 
-from probes import concurrency, connection_check, runner, secrets
+from probes import connection_check, runner, secrets
 from probes.engine import Limits, ProbeRequest, RunResult, measure_sync
+from probes.scheduling import caps
 
 MAX_ROWS = 3
 RUN_NOW_LIMIT_S = 30.0
@@ -71,10 +72,10 @@ def run_now(modeladmin, request: HttpRequest, queryset) -> None:
         except runner.BackingOff as exc:
             modeladmin.message_user(request, f"{probe}: {exc}", messages.WARNING)
             continue
-        except concurrency.Busy as exc:
+        except caps.Busy as exc:
             modeladmin.message_user(request, f"{probe}: {exc}; try again", messages.WARNING)
             continue
-        except concurrency.TooNarrow as exc:
+        except caps.TooNarrow as exc:
             modeladmin.message_user(request, f"{probe}: {exc}", messages.ERROR)
             continue
         key = probe.endpoint.provider.resolve_key().value

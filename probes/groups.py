@@ -101,7 +101,7 @@ def run(plan: Plan) -> list[Measured]:
     if plan.done:
         # A redelivered slot whose group was cut short: its steps cannot be resumed
         # (a loop needs the answers, a parallel batch its partners); close it as such.
-        # Its caps were held from the first request (probes/concurrency.py), and a failure
+        # Its caps were held from the first request (probes/caps.py), and a failure
         # the attempt saw is summarised by it: what is left is a process that ended.
         why = (
             f"the attempt that began the group stopped after {len(plan.done)} of its "

@@ -16,7 +16,7 @@ from typing import Any
 
 from django.conf import settings
 
-from probes import concurrency, groups, prompts, recording, workloads
+from probes import groups, prompts, recording, workloads
 from probes.engine import (
     Limits,
     Prices,
@@ -26,6 +26,7 @@ from probes.engine import (
     measure_sync,
 )
 from probes.models import Price, Probe, ProbeRun
+from probes.scheduling import caps
 
 log = logging.getLogger(__name__)
 
@@ -157,15 +158,15 @@ def run_slot(
 ) -> SlotOutcome:
     """Measure and record the slot's requests that are not recorded yet.
 
-    Raises concurrency.Busy (no free slot under a cap: try again shortly),
-    BackingOff (the provider asked us to wait) and concurrency.TooNarrow (a parallel
+    Raises caps.Busy (no free slot under a cap: try again shortly),
+    BackingOff (the provider asked us to wait) and caps.TooNarrow (a parallel
     workload needs more than the provider's cap) before measuring anything: the slots
     of the whole group are taken before its first request and held to its last. A
     group that an exception cuts short is closed with a summary naming it.
     """
     endpoint = probe.endpoint
     provider = endpoint.provider
-    until = concurrency.backing_off_until(provider)
+    until = caps.backing_off_until(provider)
     if until:
         raise BackingOff(until)
     done: set[int] = set()
@@ -225,7 +226,7 @@ def run_slot(
                 outcome.results.append(measured.result)
         return outcome
     width, rounds = groups.footprint(probe.workload)
-    with concurrency.probe_slots(provider, worker, width, rounds):  # Busy: nothing sent
+    with caps.probe_slots(provider, worker, width, rounds):  # Busy: nothing sent
         try:
             groups.run(
                 groups.Plan(
@@ -244,6 +245,6 @@ def run_slot(
             raise
     limited = next((r for r in outcome.results if r.status == "rate_limited"), None)
     if limited is not None:
-        concurrency.back_off(provider, limited.retry_after_s)
+        caps.back_off(provider, limited.retry_after_s)
         log.info("%s: 429, backing off %s", provider.slug, provider.backoff_until)
     return outcome

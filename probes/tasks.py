@@ -6,7 +6,7 @@ JSON arguments, primary keys only. Probe runs are acked late and rejected (reque
 when their worker process dies, so a killed worker's slot runs again elsewhere; the
 (probe, slot, request) unique key makes that redelivery idempotent. A worker killed
 whole leaves its message unacked for an hour, past `expires`: the slot ledger's sweeper
-(probes/ledger.py) re-sends such a slot or records it lost, so none silently vanishes.
+(probes/scheduling/ledger.py) re-sends such a slot or records it lost, so none silently vanishes.
 """
 
 from __future__ import annotations
@@ -23,9 +23,10 @@ from celery.utils.nodenames import worker_direct
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
-from probes import concurrency, dispatch, heartbeat, lateness, ledger, recording, retention, runner
+from probes import recording, retention, runner
 from probes.calibration import calibrate
 from probes.models import DispatchedSlot, Probe, WorkerCalibration
+from probes.scheduling import caps, dispatch, heartbeat, lateness, ledger
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +49,7 @@ def _free_slots_of_a_previous_run(sender, **kwargs) -> None:
     (`make run`'s supervisor, Compose's restart policy): the old process is dead, so its
     slots are freed now rather than when their leases run out. Before any task is taken."""
     try:
-        freed = concurrency.release_worker_slots(sender.hostname)
+        freed = caps.release_worker_slots(sender.hostname)
     except redis.RedisError as exc:
         log.warning("Could not free the slots of a previous %s (%s)", sender.hostname, exc)
         return
@@ -99,7 +100,7 @@ def sweep_dispatched_slots() -> dict:
 def _free_slots_of_silent_workers(beats: dict, now: datetime) -> None:
     silent_since = now - timedelta(seconds=ledger.WORKER_SILENT_AFTER_S)
     try:
-        freed = concurrency.release_silent_workers(beats, silent_since)
+        freed = caps.release_silent_workers(beats, silent_since)
     except redis.RedisError as exc:
         log.warning("Could not free the slots of silent workers (%s); their leases will", exc)
         return
@@ -154,14 +155,14 @@ def run_probe(self, probe_id: int, slot_iso: str | None = None) -> dict | None:
         return None
     try:
         outcome = runner.run_slot(probe, slot_at, worker, probe.region)
-    except concurrency.Busy as busy:
+    except caps.Busy as busy:
         log.debug("Probe %s slot %s: %s; retrying", probe_id, slot_iso, busy)
         raise self.retry(
             countdown=random.uniform(*BUSY_RETRY_S),
             max_retries=None,
             expires=self.request.expires,
         ) from None
-    except concurrency.TooNarrow as narrow:
+    except caps.TooNarrow as narrow:
         # Retrying cannot help until an operator raises the cap: say so on the ledger.
         log.warning("Probe %s slot %s skipped: %s", probe_id, slot_iso, narrow)
         if slot_at is not None:

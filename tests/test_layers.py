@@ -36,7 +36,7 @@ def test_the_engine_imports_without_django():
 
 def test_importing_the_apps_creates_no_celery_app_and_patches_nothing():
     done = _python(
-        "import dashboard, dashboard.celery, probes.heartbeat\n"
+        "import dashboard, dashboard.celery, probes.scheduling.heartbeat\n"
         "from celery import _state\n"
         "from kombu.transport import redis as kombu_redis\n"
         "from dashboard import broker\n"

@@ -110,7 +110,7 @@ def child_commands(settings, port: int) -> list[tuple[str, list[str]]]:
 
 def worker_queues(region: str) -> list[str]:
     """Every queue a worker of `region` consumes: its probes and the maintenance tasks."""
-    from probes.dispatch import queue_for
+    from probes.scheduling.dispatch import queue_for
 
     return [queue_for(region), "celery"]
 

@@ -15,9 +15,9 @@ from django.utils import timezone
 from dashboard.devstack.runstate import running_state
 from dashboard.devstack.supervisor import describe_exit
 from dashboard.env import first_line, url_without_password
-from probes import heartbeat, ledger
 from probes.models import ProbeRun, Provider
 from probes.redis_client import redis_client
+from probes.scheduling import heartbeat, ledger
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 _SEVERITY = {OK: 0, WARN: 1, FAIL: 2}
@@ -150,7 +150,7 @@ LOST_SLOTS_SHOWN = 5
 
 
 def check_lost_slots(now: datetime) -> Check:
-    """Dispatched slots that ended with no run because of us (probes/ledger.py)."""
+    """Dispatched slots that ended with no run because of us (probes/scheduling/ledger.py)."""
     since = now - timedelta(hours=LOST_SLOTS_WINDOW_H)
     try:
         lost = ledger.lost_since(since)

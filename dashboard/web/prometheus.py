@@ -28,8 +28,8 @@ from dashboard.queries.aggregates import (
     lifetime_plan,
     memoised,
 )
-from probes import ledger
 from probes.models import Endpoint, Probe, ProbeRun, Workload
+from probes.scheduling import ledger
 
 MEDIAN_WINDOW = timedelta(hours=24)
 LABELS = ["provider", "model", "endpoint", "workload", "region", "simulated"]
@@ -123,7 +123,7 @@ class InferwatchCollector(Collector):
         yield lag
 
         # Our own failures (a worker died, a queue backed up), kept apart from the
-        # providers' runs: see probes/ledger.py.
+        # providers' runs: see probes/scheduling/ledger.py.
         lost = GaugeMetricFamily(
             "inferwatch_lost_slots",
             "Dispatched slots that ended with no run in the last 24 h, per region.",

@@ -192,7 +192,7 @@ OPEN_SLOT_STATES = ["queued", "started", "retried"]
 
 class DispatchedSlot(models.Model):
     """The ledger of dispatched slots: every slot the dispatcher queued ends done, skipped
-    or lost, so none can vanish with a killed worker (probes/ledger.py).
+    or lost, so none can vanish with a killed worker (probes/scheduling/ledger.py).
 
     Lost slots are our failure, not the provider's: they never become ProbeRuns.
     """

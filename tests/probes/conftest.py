@@ -46,7 +46,7 @@ def wait_for(condition: Callable[[], object], timeout_s: float = 20.0, every: fl
 
 
 def current_slot() -> datetime:
-    """A slot due now: a worker skips a slot it could only start late (probes/lateness.py),
+    """A slot due now: a worker skips a slot it could only start late (probes/scheduling/lateness.py),
     so a test that sends a task by hand must name a slot that is on time."""
     return datetime.now(UTC).replace(microsecond=0)
 

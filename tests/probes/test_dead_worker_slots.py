@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from probes import concurrency, heartbeat, ledger
+from probes.scheduling import caps, heartbeat, ledger
 from probes.tasks import run_probe, sweep_dispatched_slots
 from tests.probes.conftest import current_slot, wait_for
 
@@ -21,8 +21,8 @@ def kill_mid_request(make_probe, processes, clean_redis):
     """A worker killed whole (main process and pool) while it holds both slots."""
     probe = make_probe("sim-fast@ttft=5000")  # the first token is 5 s away
     doomed = processes.worker("doomed", concurrency=1, own_session=True)
-    per_provider = concurrency.provider_semaphore(probe.endpoint.provider)
-    per_worker = concurrency.worker_semaphore(doomed.name, per_provider.lease_s)
+    per_provider = caps.provider_semaphore(probe.endpoint.provider)
+    per_worker = caps.worker_semaphore(doomed.name, per_provider.lease_s)
     slot = current_slot()
     run_probe.apply_async(args=[probe.pk, slot.isoformat()], queue="probes.local")
     assert wait_for(lambda: per_provider.holders(clean_redis) == 1, 15), doomed.output()
@@ -54,17 +54,17 @@ def test_the_sweeper_leaves_the_slots_of_a_live_worker_and_of_run_now(
 ):
     probe = make_probe("sim-fast@ttft=5000")
     live = processes.worker("live", concurrency=1)
-    per_provider = concurrency.provider_semaphore(probe.endpoint.provider)
+    per_provider = caps.provider_semaphore(probe.endpoint.provider)
     run_probe.apply_async(args=[probe.pk], queue="probes.local")
     assert wait_for(lambda: per_provider.holders(clean_redis) == 1, 15), live.output()
     # "Run now" in the admin holds a slot under a name that never sends heartbeats.
-    admin = concurrency.worker_semaphore("admin@host", per_provider.lease_s)
+    admin = caps.worker_semaphore("admin@host", per_provider.lease_s)
     assert admin.acquire(clean_redis, "admin@host")
 
     sweep_dispatched_slots()
 
     assert per_provider.holders(clean_redis) == 1
-    assert concurrency.worker_semaphore(live.name, 1).holders(clean_redis) == 1
+    assert caps.worker_semaphore(live.name, 1).holders(clean_redis) == 1
     assert admin.holders(clean_redis) == 1
 
 

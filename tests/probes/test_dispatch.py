@@ -10,8 +10,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.db import connection
 
-from probes import dispatch
 from probes.models import DispatchedSlot, Probe
+from probes.scheduling import dispatch
 from probes.tasks import dispatch_due_probes
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)

@@ -12,8 +12,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from celery.exceptions import SoftTimeLimitExceeded
 
-from probes import concurrency, recording, runner
+from probes import recording, runner
 from probes.models import ProbeRun
+from probes.scheduling import caps
 from probes.tasks import run_probe
 from tests.probes.conftest import current_slot, wait_for
 from tests.probes.test_workload_groups import probe_for, runs_of, suite_workload
@@ -35,8 +36,8 @@ def test_a_group_finding_the_providers_cap_taken_measures_nothing(make_probe):
     probe = parallel_probe(make_probe)
     provider = probe.endpoint.provider
     # Another worker streams one request of this provider: the baseline alone would fit.
-    with concurrency.probe_slots(provider, "other@host"):
-        with pytest.raises(concurrency.Busy, match="provider"):
+    with caps.probe_slots(provider, "other@host"):
+        with pytest.raises(caps.Busy, match="provider"):
             runner.run_slot(probe, SLOT, "w1", "local")
         assert runs_of(probe) == []  # refused before the baseline, not after it
 
@@ -55,14 +56,14 @@ def test_a_group_wider_than_the_worker_runs_beside_the_workers_other_probes(
     settings.WORKER_MAX_CONCURRENT_PROBES = 2
     probe = parallel_probe(make_probe)
     other = make_probe().endpoint.provider
-    with concurrency.probe_slots(other, "w1"):
+    with caps.probe_slots(other, "w1"):
         runner.run_slot(probe, SLOT, "w1", "local")
         runs = runs_of(probe)
         assert [r.role for r in runs] == ["step"] * 4 + ["group"] and runs[-1].status == "ok"
         # A third probe on the full worker waits, before it sends anything.
-        with pytest.raises(concurrency.Busy, match="worker"), concurrency.probe_slots(other, "w1"):
+        with pytest.raises(caps.Busy, match="worker"), caps.probe_slots(other, "w1"):
             runner.run_slot(probe, SLOT, "w1", "local")
-    worker_sem = concurrency.worker_semaphore("w1", 1)
+    worker_sem = caps.worker_semaphore("w1", 1)
     assert worker_sem.holders(clean_redis) == 0  # every slot given back
 
 
@@ -70,7 +71,7 @@ def test_a_group_holds_its_slots_from_its_first_request_to_its_last(
     make_probe, monkeypatch, clean_redis
 ):
     probe = parallel_probe(make_probe)
-    holders = concurrency.provider_semaphore(probe.endpoint.provider)
+    holders = caps.provider_semaphore(probe.endpoint.provider)
     held_at_each_record: list[int] = []
     real_record = recording.record
 
@@ -130,7 +131,7 @@ def test_a_scheduled_parallel_group_beside_a_streaming_probe_completes(
     provider = probe.endpoint.provider
     slow = make_probe("sim-fast@ttft=2500", provider=provider)
     processes.worker("w1", concurrency=2, env={"WORKER_MAX_CONCURRENT_PROBES": "2"})
-    holders = concurrency.provider_semaphore(provider)
+    holders = caps.provider_semaphore(provider)
     slot = current_slot()
 
     run_probe.apply_async(args=[slow.pk, slot.isoformat()], queue="probes.local")

@@ -15,9 +15,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.db import connection
 
-from probes import concurrency, dispatch, ledger, recording, runner
-from probes.heartbeat import read_heartbeats
+from probes import recording, runner
 from probes.models import DispatchedSlot, Probe, ProbeRun
+from probes.scheduling import caps, dispatch, ledger
+from probes.scheduling.heartbeat import read_heartbeats
 from probes.tasks import (
     dispatch_due_probes,
     prune_raw_runs,
@@ -65,7 +66,7 @@ def test_a_slot_whose_whole_worker_was_killed_is_re_sent_and_recorded_exactly_on
 ):
     probe = make_probe("sim-fast@ttft=2500", interval_s=600)
     doomed = processes.worker("doomed", concurrency=1, own_session=True)
-    holders = concurrency.provider_semaphore(probe.endpoint.provider)
+    holders = caps.provider_semaphore(probe.endpoint.provider)
     make_due(probe)
 
     assert dispatch_due_probes() == 1

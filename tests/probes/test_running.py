@@ -8,8 +8,9 @@ from decimal import Decimal
 
 import pytest
 
-from probes import concurrency, runner
+from probes import runner
 from probes.models import ProbeRun, Provider, WorkerCalibration
+from probes.scheduling import caps
 from probes.tasks import run_probe
 
 SLOT = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
@@ -96,29 +97,29 @@ def test_the_provider_cap_is_shared_by_every_worker(make_probe, clean_redis):
     provider = make_probe().endpoint.provider
     provider.max_concurrency = 2
     with (
-        concurrency.probe_slots(provider, "w1"),
-        concurrency.probe_slots(provider, "w2"),
-        pytest.raises(concurrency.Busy, match="provider"),
-        concurrency.probe_slots(provider, "w3"),
+        caps.probe_slots(provider, "w1"),
+        caps.probe_slots(provider, "w2"),
+        pytest.raises(caps.Busy, match="provider"),
+        caps.probe_slots(provider, "w3"),
     ):
         pass
-    with concurrency.probe_slots(provider, "w3"):
-        assert concurrency.provider_semaphore(provider).holders(clean_redis) == 1
+    with caps.probe_slots(provider, "w3"):
+        assert caps.provider_semaphore(provider).holders(clean_redis) == 1
 
 
 def test_the_worker_cap_limits_one_workers_concurrent_probes(make_probe, settings):
     settings.WORKER_MAX_CONCURRENT_PROBES = 1
     provider = make_probe().endpoint.provider
     with (
-        concurrency.probe_slots(provider, "w1"),
-        pytest.raises(concurrency.Busy, match="worker"),
-        concurrency.probe_slots(provider, "w1"),
+        caps.probe_slots(provider, "w1"),
+        pytest.raises(caps.Busy, match="worker"),
+        caps.probe_slots(provider, "w1"),
     ):
         pass
 
 
 def test_a_dead_holders_slot_frees_itself_when_its_lease_runs_out(clean_redis):
-    sem = concurrency.Semaphore("inferwatch:sem:test", limit=1, lease_s=0.3)
+    sem = caps.Semaphore("inferwatch:sem:test", limit=1, lease_s=0.3)
     assert sem.acquire(clean_redis)  # and never released: its worker was killed
     assert sem.acquire(clean_redis) is None
     time.sleep(0.4)

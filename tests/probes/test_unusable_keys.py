@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from cryptography.fernet import Fernet
 
-from probes import dispatch
 from probes.models import DispatchedSlot, Probe, ProbeRun, Provider
+from probes.scheduling import dispatch
 from probes.tasks import run_probe, send_slot
 from tests.probes.conftest import wait_for
 

@@ -12,8 +12,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from probes import concurrency
 from probes.models import Probe, ProbeRun
+from probes.scheduling import caps
 from probes.tasks import dispatch_due_probes, run_probe
 from tests.probes.conftest import current_slot, wait_for
 
@@ -73,7 +73,7 @@ def test_a_worker_killed_mid_probe_leaves_no_half_row_and_the_slot_runs_once(
     probe = make_probe("sim-fast@ttft=2500")
     worker = processes.worker("w1", concurrency=1)
     slot = current_slot()
-    holders = concurrency.provider_semaphore(probe.endpoint.provider)
+    holders = caps.provider_semaphore(probe.endpoint.provider)
 
     run_probe.apply_async(args=[probe.pk, slot.isoformat()], queue="probes.local")
     assert wait_for(lambda: holders.holders(clean_redis) == 1, 15), worker.output()
@@ -92,7 +92,7 @@ def test_a_run_finished_while_the_database_is_away_is_written_when_it_comes_back
 ):
     probe = make_probe("sim-fast@ttft=1500")
     worker = processes.worker("w1", concurrency=1, db_port=db_proxy.port)
-    holders = concurrency.provider_semaphore(probe.endpoint.provider)
+    holders = caps.provider_semaphore(probe.endpoint.provider)
 
     run_probe.apply_async(args=[probe.pk, current_slot().isoformat()], queue="probes.local")
     assert wait_for(lambda: holders.holders(clean_redis) == 1, 15), worker.output()

@@ -11,8 +11,9 @@ from decimal import Decimal
 
 import pytest
 
-from probes import concurrency, prompts, runner, workloads
+from probes import prompts, runner, workloads
 from probes.models import Price, ProbeRun, Workload
+from probes.scheduling import caps
 from probes.simulator.profiles import BUILTIN
 
 SLOT = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
@@ -120,7 +121,7 @@ def test_an_agent_loop_feeds_each_answer_to_the_next_step(make_probe, api):
 def test_parallel_needs_the_providers_cap_then_reports_aggregate_and_slowdown(make_probe, client):
     workload = suite_workload("parallel-8", requests=3, max_tokens=80, target_output_tokens=80)
     probe = probe_for(make_probe, workload, model="sim-fast@tps=300,ttft=20")
-    with pytest.raises(concurrency.TooNarrow, match="max concurrency"):
+    with pytest.raises(caps.TooNarrow, match="max concurrency"):
         runner.run_slot(probe, SLOT, "w1", "local")
     assert runs_of(probe) == []  # refused before measuring anything
 

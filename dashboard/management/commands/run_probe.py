@@ -18,8 +18,9 @@ import orjson
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from dashboard.web.api import run_as_dict
-from probes import concurrency, runner
+from probes import runner
 from probes.models import Probe, ProbeRun
+from probes.scheduling import caps
 from probes.tasks import BUSY_RETRY_S
 
 DEFAULT_WAIT_S = 60.0
@@ -81,7 +82,7 @@ class Command(BaseCommand):
                 return runner.run_slot(probe, None, worker, probe.region), None
             except runner.BackingOff as backing_off:
                 return None, f"not run: {backing_off}"
-            except concurrency.Busy as busy:
+            except caps.Busy as busy:
                 if time.monotonic() >= deadline:
                     return None, f"not run: {busy} (waited {wait_s:g} s)"
                 time.sleep(random.uniform(*BUSY_RETRY_S))

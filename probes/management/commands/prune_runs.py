@@ -8,7 +8,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from probes import ledger, retention
+from probes import retention
+from probes.scheduling import ledger
 
 
 class Command(BaseCommand):

@@ -19,9 +19,9 @@ import pytest
 from django.utils import timezone
 
 from dashboard.alerts.models import AlertEvent, AlertRule
-from probes import heartbeat
 from probes.models import ProbeRun
 from probes.redis_client import redis_client
+from probes.scheduling import heartbeat
 from probes.simulator import start_in_process
 from tests.conftest import ROOT
 

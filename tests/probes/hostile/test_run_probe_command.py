@@ -13,8 +13,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.core.management import CommandError, call_command
 
-from probes import concurrency
 from probes.models import ProbeRun
+from probes.scheduling import caps
 from tests.conftest import ROOT
 from tests.probes.engine import hostile
 
@@ -71,7 +71,7 @@ def test_a_full_cap_is_waited_for_then_reported(probe, clean_redis):
     provider = probe.endpoint.provider
     provider.max_concurrency = 1
     provider.save()
-    assert concurrency.provider_semaphore(provider).acquire(clean_redis)  # someone else's
+    assert caps.provider_semaphore(provider).acquire(clean_redis)  # someone else's
 
     printed = json.loads(run_probe(str(probe.pk), "--json", "--wait", "0.3"))
 

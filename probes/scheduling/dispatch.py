@@ -13,7 +13,7 @@ the queue of the probe's region (`probes.<region>`), with a random extra delay w
 the probe's jitter and `expires` at the next slot: a backed-up queue
 drops stale slots instead of running a burst of them.
 
-The claim and the slot's ledger row (probes/ledger.py) are one statement: a claimed
+The claim and the slot's ledger row (probes/scheduling/ledger.py) are one statement: a claimed
 slot is always on the ledger, so the sweeper can re-send or report it if its worker dies.
 """
 
@@ -29,8 +29,8 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import DateTimeField, ExpressionWrapper, F, Q
 
-from probes import lateness, ledger
 from probes.models import DispatchedSlot, Probe
+from probes.scheduling import lateness, ledger
 
 log = logging.getLogger(__name__)
 

@@ -29,8 +29,9 @@ from datetime import UTC, datetime, timedelta
 from django.db import transaction
 from django.db.models import Exists, F, OuterRef, Q
 
-from probes import heartbeat, retention
+from probes import retention
 from probes.models import OPEN_SLOT_STATES, DispatchedSlot, Probe, ProbeRun
+from probes.scheduling import heartbeat
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +42,7 @@ GRACE_S = 120.0
 RESEND_MARGIN_S = 5.0
 # A slot is sent at most this many times (the dispatch and one re-send).
 MAX_SENDS = 2
-# A worker whose heartbeat (probes/heartbeat.py, every 15 s) is older than this is
+# A worker whose heartbeat (probes/scheduling/heartbeat.py, every 15 s) is older than this is
 # taken for dead: its started slots are settled without waiting for their deadline.
 WORKER_SILENT_AFTER_S = 4 * heartbeat.WORKER_INTERVAL_S
 
@@ -173,7 +174,7 @@ def settle(
         return "done" if won else ""
     cause = _cause(row, silent)
     # A re-sent copy that would start too late is skipped by the worker (tasks.run_probe,
-    # probes/lateness.py): a re-send never bunches with the next slot.
+    # probes/scheduling/lateness.py): a re-send never bunches with the next slot.
     can_start = now + timedelta(seconds=RESEND_MARGIN_S) < row.next_at
     if row.attempts < MAX_SENDS and can_start:
         deadline = queued_deadline(row.probe, now, row.next_at)
