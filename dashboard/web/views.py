@@ -27,6 +27,7 @@ from dashboard.queries import aggregates, history
 from dashboard.queries import filters as query_filters
 from dashboard.queries import leaderboard as leaderboards
 from probes.engine import contract
+from probes.engine.request import limit_rows
 from probes.models import CanonicalModel, Endpoint, Probe, ProbeRun, Provider, Workload
 from probes.workloads import headline_metrics
 
@@ -296,6 +297,7 @@ def methodology(request: HttpRequest) -> HttpResponse:
         ],
         "methodology_version": contract.METHODOLOGY_VERSION,
         "statuses": STATUS_MEANINGS.items(),
+        "limits": limit_rows(),
         "comparisons": COMPARISONS,
         "workloads": workloads,
         "prefill_workloads": [w.slug for w in workloads if "prefill_tps" in w.headline_keys],

@@ -114,8 +114,12 @@ class _Measurement:
     def __init__(self, req: ProbeRequest) -> None:
         self.req = req
         self.result = RunResult(api=req.api, model=req.model)
+        limits = req.limits
         self.rec: StreamRecorder = new_recorder(req.api)
-        self.parser = SSEParser(self.rec.on_event, self.rec.on_comment, req.limits.max_event_bytes)
+        self.rec.bound(limits.max_output_events, limits.max_tool_calls, limits.max_content_chars)
+        self.parser = SSEParser(
+            self.rec.on_event, self.rec.on_comment, limits.max_event_bytes, limits.max_events
+        )
         self.t0 = 0
         self.t_end: int | None = None
         self.t_headers: int | None = None
@@ -415,6 +419,7 @@ class _Measurement:
                 min_speed_tokens=self.req.min_speed_tokens,
                 server_count=server_count,
                 prompt_tokens=self.req.prompt_tokens,
+                timeline_max=self.req.limits.stored_timeline_entries,
             )
         except Exception as exc:  # provider values no rule foresaw: the run still ends
             rec.protocol_error = rec.protocol_error or _unreadable(exc)

@@ -80,7 +80,11 @@ _STATUSES = (
     Status(
         "stream_error", "error in stream", "An error event inside a 200 stream.", retryable=True
     ),
-    Status("protocol_error", "protocol error", "Malformed SSE or JSON."),
+    Status(
+        "protocol_error",
+        "protocol error",
+        "Malformed SSE or JSON, or a response past one of the engine's limits (named).",
+    ),
     Status(
         "truncated",
         "truncated",

@@ -20,6 +20,7 @@ from .result import RunResult
 
 _OUTPUT = frozenset("art")
 _ANSWER = frozenset("at")
+_EVENT_TYPES_KEPT = 50
 # A sentence ends at . ! or ? followed by whitespace, or at the end of the text so far
 # (a speech engine can start speaking it then).
 _SENTENCE_END = re.compile(r"[.!?](?:[\s\"')\]]|$)")
@@ -78,6 +79,7 @@ def fill_metrics(
     min_speed_tokens: int = MIN_SPEED_TOKENS,
     server_count: ServerCount | None = None,
     prompt_tokens: int | None = None,
+    timeline_max: int = 10_000,
 ) -> None:
     """Fill ``result``'s metric fields from the recorder's timeline.
 
@@ -85,7 +87,8 @@ def fill_metrics(
     not given. ``server_count`` is the server's own count (its tokenize route or
     Ollama's eval_count), used when the stream carried no usage (probes/engine/tokenize.py).
     ``prompt_tokens`` is our count of a fresh prompt (ProbeRequest.prompt_tokens), the
-    prefill rate's token count when usage has none.
+    prefill rate's token count when usage has none. ``timeline_max`` is the most points
+    the stored timeline keeps (Limits.stored_timeline_entries; see ``compact_timeline``).
     """
     t, ch = rec.t, rec.ch
     out_idx = [i for i, c in enumerate(ch) if c in _OUTPUT]
@@ -198,11 +201,12 @@ def fill_metrics(
     _fill_prefill(result, uncached, hidden_reasoning)
     _fill_task_timings(result, rec, t0)
 
-    result.timeline = {
-        "t_us": [(x - t0) // 1000 for x in t],
-        "ch": "".join(ch),
-        "tok": tok,
-    }
+    result.timeline = compact_timeline(
+        [(t[i] - t0) // 1000 for i in out_idx],
+        "".join(ch[i] for i in out_idx),
+        [tok[i] for i in out_idx],
+        timeline_max,
+    )
     result.stream = {
         "sse_events": rec.n_events,
         "comment_lines": rec.comment_lines,
@@ -212,7 +216,8 @@ def fill_metrics(
         "tool_chunks": rec.tool_chunks,
         "ping_events": rec.ping_events,
         "usage_events": rec.usage_events,
-        "event_types": sorted(rec.event_types),
+        # A provider names its event types: a few short ones are kept, not a flood.
+        "event_types": sorted(name[:64] for name in rec.event_types)[:_EVENT_TYPES_KEPT],
         "first_output_event_index": rec.first_output_index,
         "first_answer_event_index": rec.first_answer_index,
         "error_event_index": rec.error_index,
@@ -222,6 +227,27 @@ def fill_metrics(
         "usage_rejected": usage_rejected,
         "hidden_reasoning": hidden_reasoning,
         **rec.provider_extra,
+    }
+
+
+def compact_timeline(t_us: list[int], ch: str, tok: list[int], most: int) -> dict[str, Any]:
+    """The stored timeline: output events only, at most ``most`` points.
+
+    Past ``most``, every ``merged`` neighbouring events become one point: the time of its
+    last event (when all its tokens had arrived), the channel of its last event and the
+    sum of its tokens. So no stored row grows with a stream's length; the run's metrics
+    were computed from every event before this.
+    """
+    n = len(t_us)
+    if n <= most:
+        return {"t_us": t_us, "ch": ch, "tok": tok}
+    merged = -(-n // most)  # ceil: events per point
+    ends = [min(i + merged, n) - 1 for i in range(0, n, merged)]
+    return {
+        "t_us": [t_us[e] for e in ends],
+        "ch": "".join(ch[e] for e in ends),
+        "tok": [sum(tok[i : i + merged]) for i in range(0, n, merged)],
+        "merged": merged,
     }
 
 

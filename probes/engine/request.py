@@ -25,10 +25,56 @@ class Limits:
     total_s: float = 300.0  # t0 -> end of stream -> timeout_total
     max_response_bytes: int = 32 * 1024 * 1024  # body size -> protocol_error
     max_event_bytes: int = 4 * 1024 * 1024  # one SSE event or line -> protocol_error
+    # Counts, not just bytes: 31 MiB of ":\n" is 16 M events within the byte cap. Each
+    # passed limit -> protocol_error naming it (dialects/base.py, sse.py).
+    max_events: int = 200_000  # SSE events + comment lines in one response
+    max_output_events: int = 100_000  # output events (timeline entries) in one run
+    max_tool_calls: int = 64  # distinct tool calls in one run
+    max_content_chars: int = 4 * 1024 * 1024  # answer + reasoning + tool text in one run
+    # Not a failure: the stored timeline keeps at most this many points, neighbouring
+    # output events merged past it (metrics computed from every event first).
+    stored_timeline_entries: int = 10_000
     # The warm-up GET (before t0, not measured): given up when it breaks either bound, and
     # the measured request then opens its own connection (cold_connection).
     warmup_s: float = 15.0
     warmup_max_bytes: int = 8 * 1024 * 1024  # a big provider's model list is ~1 MB
+
+
+# What each limit bounds and what passing it makes of the run (listed on /methodology/).
+LIMIT_MEANINGS: dict[str, str] = {
+    "connect_s": "DNS, TCP and TLS of the measured request; past it: timeout_connect.",
+    "first_token_s": "From t0 to the first output event; past it: timeout_first_token.",
+    "stall_s": "Between two output events; past it: timeout_stall.",
+    "total_s": "From t0 to the end of the stream; past it: timeout_total.",
+    "max_response_bytes": "Bytes of one response body; past it: protocol_error.",
+    "max_event_bytes": "Bytes of one SSE event or line; past it: protocol_error.",
+    "max_events": "SSE events and comment lines (keep-alives) in one response; "
+    "past it: protocol_error.",
+    "max_output_events": "Output events (timeline entries) in one run; past it: protocol_error.",
+    "max_tool_calls": "Distinct tool calls in one run; past it: protocol_error.",
+    "max_content_chars": "Characters of answer, reasoning and tool-call text in one run; "
+    "past it: protocol_error.",
+    "stored_timeline_entries": "Points of the stored timeline; past it, neighbouring output "
+    "events are merged into one point (metrics are computed from every event first).",
+    "warmup_s": "The unmeasured warm-up GET; past it the measured request connects cold.",
+    "warmup_max_bytes": "Bytes of the warm-up GET's answer; past it, as warmup_s.",
+}
+
+
+def limit_rows(limits: Limits | None = None) -> list[tuple[str, str, str]]:
+    """(name, value, meaning) for every limit, defaults unless given: for /methodology/."""
+    limits = limits or Limits()
+    rows = []
+    for name, meaning in LIMIT_MEANINGS.items():
+        value = getattr(limits, name)
+        if name.endswith("_s"):
+            shown = f"{value:g} s"
+        elif name.endswith("_bytes"):
+            shown = f"{value / (1 << 20):g} MiB"
+        else:
+            shown = f"{value:,}"
+        rows.append((name, shown, meaning))
+    return rows
 
 
 @dataclass(frozen=True)

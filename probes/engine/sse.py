@@ -25,6 +25,10 @@ class EventTooLarge(Exception):
     """One event (or one unterminated line) grew beyond the configured limit."""
 
 
+class TooManyEvents(EventTooLarge):
+    """The response held more events and comment lines than the configured limit."""
+
+
 class SSEParser:
     """Feed raw body bytes with the timestamp of the read that delivered them.
 
@@ -36,6 +40,7 @@ class SSEParser:
         "_on_event",
         "_on_comment",
         "_max_event_bytes",
+        "_max_events",
         "_buf",
         "_data",
         "_data_len",
@@ -53,10 +58,15 @@ class SSEParser:
         on_event: EventSink,
         on_comment: CommentSink | None = None,
         max_event_bytes: int = 4 * 1024 * 1024,
+        max_events: int = 200_000,
     ) -> None:
         self._on_event = on_event
         self._on_comment = on_comment
         self._max_event_bytes = max_event_bytes
+        # Events and comment lines together: a keep-alive flood is bounded in count (and
+        # so in work) like a huge event is in bytes. Checked once per chunk, which holds
+        # at most a read's worth of lines.
+        self._max_events = max_events
         self._buf = b""  # an unterminated line carried over to the next chunk
         self._data: list[bytes] = []  # data lines of the event being built
         self._data_len = 0
@@ -117,6 +127,11 @@ class SSEParser:
                     self._on_comment(t_ns)
             else:
                 self._field(line, data)
+        if self.events + self.comments > self._max_events:
+            raise TooManyEvents(
+                f"more than {self._max_events} SSE events and comment lines in one response "
+                "(limit max_events)"
+            )
 
     def _field(self, line: bytes, data: list[bytes]) -> None:
         name, colon, value = line.partition(b":")

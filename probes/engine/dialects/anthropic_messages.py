@@ -90,8 +90,7 @@ class AnthropicMessages(StreamRecorder):
             if kind == "content_block_start":
                 block = dict_of(obj.get("content_block"))
                 if block.get("type") == "tool_use":
-                    self.tool_names.append(str(block.get("name") or ""))
-                    self.tool_args.append([])
+                    self.new_call(str(block.get("name") or ""))
             self._other(t)
 
     def normalized_usage(self) -> dict[str, Any] | None:

@@ -1,14 +1,18 @@
 """What each provider's stream means: output events, usage, server timing, errors.
 
 A dialect receives the SSE parser's events (``on_event``) and comments (``on_comment``)
-and records, per timeline entry, the read timestamp, a one-letter channel and the output
-text of that entry. Everything else (tokens, rates, percentiles) is computed after the
-stream by ``metrics.py``, so the per-event work here stays at one ``orjson.loads`` and a
-few dict lookups.
+and records, per output event, the read timestamp, a one-letter channel and the output
+text of that event: the timeline holds output events only, so a flood of keep-alives,
+empty deltas or pings costs a counter, not memory. Everything else (tokens, rates,
+percentiles) is computed after the stream by ``metrics.py``, so the per-event work here
+stays at one ``orjson.loads`` and a few dict lookups.
 
 Channels (metrics.md "output event"): ``a`` answer text, ``r`` reasoning text, ``t``
-tool-call delta, ``o`` anything else (role-only, empty strings, usage-only, pings,
-comments, errors), ``d`` the completion marker.
+tool-call delta. Anything else (role-only, empty strings, usage-only, pings, comments,
+errors, the completion marker) is counted, never put on the timeline.
+
+A recorder is bounded in count as well as bytes (``Limits``: output events, tool calls,
+output text): a stream that passes one ends as a protocol error naming the limit.
 """
 
 from __future__ import annotations
@@ -29,6 +33,11 @@ class StreamRecorder:
     """Timeline and facts of one stream; each dialect's recorder fills it in."""
 
     api = "base"
+    # The engine's Limits defaults (probes/engine/request.py); the client sets the
+    # request's own with bound().
+    max_output_events = 100_000
+    max_tool_calls = 64
+    max_content_chars = 4 * 1024 * 1024
 
     def __init__(self) -> None:
         self.t: list[int] = []  # perf_counter_ns of the read that delivered each entry
@@ -40,6 +49,7 @@ class StreamRecorder:
         self.tool_names: list[str] = []  # one per tool call, in order (tool-call checks)
         self.tool_args: list[list[str]] = []  # argument fragments per call
         self.eval_count: int | None = None  # Ollama's generated-token count, final chunk
+        self.content_chars = 0  # output text of every channel so far
 
         self.n_events = 0  # dispatched SSE events (comments excluded)
         self.comment_lines = 0
@@ -65,13 +75,15 @@ class StreamRecorder:
         self.finished = False  # stop reading: marker seen or the stream cannot continue
         self.final_status: str | None = None
 
+    def bound(self, max_output_events: int, max_tool_calls: int, max_content_chars: int) -> None:
+        self.max_output_events = max_output_events
+        self.max_tool_calls = max_tool_calls
+        self.max_content_chars = max_content_chars
+
     # -- helpers used by the dialects -------------------------------------------------
 
     def on_comment(self, t: int) -> None:
         self.comment_lines += 1
-        self.t.append(t)
-        self.ch.append("o")
-        self.pieces.append(None)
 
     # Chunks that carried each kind of output: one part is kept per chunk.
     @property
@@ -87,11 +99,22 @@ class StreamRecorder:
         return len(self.tool_parts)
 
     def _other(self, t: int) -> None:
-        self.t.append(t)
-        self.ch.append("o")
-        self.pieces.append(None)
+        """An event that carried no output: counted by the caller, not on the timeline."""
 
     def _output(self, t: int, idx: int, ch: str, piece: str) -> None:
+        if len(self.t) >= self.max_output_events:
+            self.over_limit(
+                f"more than {self.max_output_events} output events in one run "
+                "(limit max_output_events)"
+            )
+            return
+        self.content_chars += len(piece)
+        if self.content_chars > self.max_content_chars:
+            self.over_limit(
+                f"more than {self.max_content_chars} characters of output in one run "
+                "(limit max_content_chars)"
+            )
+            return
         self.t.append(t)
         self.ch.append(ch)
         self.pieces.append(piece)
@@ -103,17 +126,30 @@ class StreamRecorder:
         self.last_output_t = t
 
     def _marker(self, t: int) -> None:
-        self.t.append(t)
-        self.ch.append("d")
-        self.pieces.append(None)
         self.done_seen = True
         self.marker_t = t
         self.finished = True
 
     def _fail_protocol(self, t: int, message: str) -> None:
-        self._other(t)
         self.protocol_error = message
         self.finished = True
+
+    def over_limit(self, message: str) -> None:
+        """A count limit passed: the run ends here as a protocol error that names it."""
+        if self.protocol_error is None:
+            self.protocol_error = message
+        self.finished = True
+
+    def new_call(self, name: str) -> bool:
+        """Start keeping one more tool call; False (and the run ends) past max_tool_calls."""
+        if len(self.tool_names) >= self.max_tool_calls:
+            self.over_limit(
+                f"more than {self.max_tool_calls} tool calls in one run (limit max_tool_calls)"
+            )
+            return False
+        self.tool_names.append(name)
+        self.tool_args.append([])
+        return True
 
     def _set_error(self, err: Any, idx: int, t: int) -> None:
         if self.error is None:
@@ -185,17 +221,16 @@ def tool_text(calls: Any, rec: StreamRecorder | None = None) -> str | None:
 
 
 def keep_call(rec: StreamRecorder, index: Any, name: str, args: str) -> None:
-    if type(index) is int and 0 <= index < 64:
+    if type(index) is int and index >= 0:
         while len(rec.tool_names) <= index:
-            rec.tool_names.append("")
-            rec.tool_args.append([])
+            if not rec.new_call(""):
+                return
         if name and not rec.tool_names[index]:
             rec.tool_names[index] = name
         rec.tool_args[index].append(args)
         return
-    if name or not rec.tool_names:  # legacy function_call: one call, no index
-        rec.tool_names.append(name)
-        rec.tool_args.append([])
+    if (name or not rec.tool_names) and not rec.new_call(name):
+        return  # legacy function_call: one call, no index
     rec.tool_args[-1].append(args)
 
 

@@ -1,0 +1,115 @@
+"""Responses bounded in count, not just bytes: each count limit of ``Limits`` ends the
+run as a protocol_error that names it, and the stored timeline stays small whatever the
+stream's length (issue 16, item 1). Against the raw-socket server of hostile.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import orjson
+import pytest
+
+from probes.engine import Limits, ProbeRequest, measure_sync, tokens
+from probes.engine.metrics import compact_timeline
+
+from . import hostile
+
+LIMITS = Limits(connect_s=2, first_token_s=2, stall_s=2, total_s=5)
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[hostile.HostileServer]:
+    tokens.encoding()
+    s = hostile.HostileServer()
+    yield s
+    s.stop()
+
+
+def _chunk(delta: dict) -> bytes:
+    return b"data: " + orjson.dumps({"choices": [{"index": 0, "delta": delta}]}) + b"\n\n"
+
+
+def _measure(server: hostile.HostileServer, body: bytes, **limits: int):
+    server.reset()
+    server.on_post = hostile.answer(hostile.sse_response(body + b"data: [DONE]\n\n"))
+    req = ProbeRequest(
+        api="openai-chat",
+        base_url=server.base_url,
+        model="m",
+        warm=False,
+        limits=Limits(**{**LIMITS.__dict__, **limits}),
+    )
+    return measure_sync(req)
+
+
+def test_a_keep_alive_flood_ends_at_the_event_limit(server: hostile.HostileServer) -> None:
+    body = _chunk({"content": "hi"}) + b":\n" * 50_000
+    result = _measure(server, body, max_events=10_000)
+    assert result.status == "protocol_error"
+    assert "limit max_events" in result.error
+    # Comments are counted, never kept on the timeline.
+    assert result.timeline["ch"] == "a"
+
+
+def test_empty_deltas_are_counted_not_kept(server: hostile.HostileServer) -> None:
+    body = _chunk({"content": "hi"}) + _chunk({}) * 5000 + _chunk({"content": " there"})
+    result = _measure(server, body)
+    assert result.status == "ok"
+    assert result.timeline["ch"] == "aa"
+    assert result.stream["sse_events"] == 5003  # with [DONE]
+
+
+def test_too_many_output_events_end_the_run(server: hostile.HostileServer) -> None:
+    result = _measure(server, _chunk({"content": "x"}) * 3000, max_output_events=1000)
+    assert result.status == "protocol_error"
+    assert "limit max_output_events" in result.error
+    assert len(result.timeline["ch"]) == 1000
+
+
+def test_too_much_output_text_ends_the_run(server: hostile.HostileServer) -> None:
+    result = _measure(server, _chunk({"content": "y" * 1000}) * 20, max_content_chars=5000)
+    assert result.status == "protocol_error"
+    assert "limit max_content_chars" in result.error
+
+
+@pytest.mark.parametrize("index", [5, 10**9])
+def test_too_many_tool_calls_end_the_run(server: hostile.HostileServer, index: int) -> None:
+    call = {"tool_calls": [{"index": index, "function": {"name": "f", "arguments": "{}"}}]}
+    result = _measure(server, _chunk(call), max_tool_calls=4)
+    assert result.status == "protocol_error"
+    assert "limit max_tool_calls" in result.error
+    assert result.tool_calls is None or len(result.tool_calls) <= 4
+
+
+def test_tool_call_fragments_within_the_limit_make_one_call(
+    server: hostile.HostileServer,
+) -> None:
+    first = {"tool_calls": [{"index": 0, "function": {"name": "f", "arguments": '{"a":'}}]}
+    rest = {"tool_calls": [{"index": 0, "function": {"arguments": " 1}"}}]}
+    result = _measure(server, _chunk(first) + _chunk(rest) * 3, max_tool_calls=1)
+    assert result.status == "ok"
+    assert result.tool_calls == [{"name": "f", "arguments": '{"a": 1} 1} 1}'}]
+
+
+def test_a_long_stream_is_stored_merged(server: hostile.HostileServer) -> None:
+    result = _measure(server, _chunk({"content": "z"}) * 2500, stored_timeline_entries=1000)
+    assert result.status == "ok"
+    assert result.output_events == 2500  # metrics from every event
+    tl = result.timeline
+    assert tl["merged"] == 3 and len(tl["t_us"]) == len(tl["ch"]) == len(tl["tok"]) == 834
+    assert sum(tl["tok"]) == 2500  # "z" is one token alone: nothing lost in merging
+
+
+def test_compact_timeline_merges_neighbours() -> None:
+    assert compact_timeline([1, 2, 3], "aar", [1, 1, 1], 3) == {
+        "t_us": [1, 2, 3],
+        "ch": "aar",
+        "tok": [1, 1, 1],
+    }
+    assert compact_timeline([1, 2, 3, 4, 5], "rraat", [1, 2, 3, 4, 5], 2) == {
+        "t_us": [3, 5],
+        "ch": "at",
+        "tok": [6, 9],
+        "merged": 3,
+    }
