@@ -254,6 +254,8 @@ ALERTS_MAX_RETRIES = env_int("ALERTS_MAX_RETRIES", 6, minimum=0)
 # stored in Redis (every probe's result is a ProbeRun row).
 CELERY_BROKER_URL = env_redis_url("CELERY_BROKER_URL", "redis://127.0.0.1:6379/0")
 REDIS_URL = env_redis_url("REDIS_URL", CELERY_BROKER_URL)
+# Where a worker keeps finished runs while Postgres and Redis are both away (probes/run_spool.py).
+RUN_SPOOL_DIR = Path(env_str("RUN_SPOOL_DIR", str(VAR_DIR / "run-spool")))
 CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]

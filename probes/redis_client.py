@@ -7,14 +7,18 @@ import redis
 from django.conf import settings
 
 
-def redis_client(url: str | None = None, timeout_s: float = 2.0) -> redis.Redis:
+def redis_client(
+    url: str | None = None, timeout_s: float = 2.0, *, decode: bool = True
+) -> redis.Redis:
     """A client for REDIS_URL, with short timeouts so a dead Redis fails fast.
 
     Accepts Celery's `redis+socket:///path` spelling of a unix socket as well as redis-py's.
+    ``decode=False`` returns bytes (the run spool: an item that is not UTF-8 must still
+    be readable, to be set aside).
     """
     url = url or settings.REDIS_URL
     if url.startswith("redis+socket://"):
         url = "unix://" + url.removeprefix("redis+socket://")
     return redis.Redis.from_url(
-        url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s, decode_responses=True
+        url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s, decode_responses=decode
     )

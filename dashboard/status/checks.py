@@ -15,6 +15,7 @@ from django.utils import timezone
 from dashboard.devstack.runstate import running_state
 from dashboard.devstack.supervisor import describe_exit
 from dashboard.env import first_line, url_without_password
+from probes import run_spool
 from probes.models import ProbeRun, Provider
 from probes.redis_client import redis_client
 from probes.scheduling import heartbeat, ledger
@@ -143,6 +144,27 @@ def check_queues(client: redis.Redis) -> Check:
         )
     total = sum(d["depth"] for d in details)
     return Check("queues", OK, f"{total} message(s) waiting in {len(details)} queue(s).", details)
+
+
+def check_spool(client: redis.Redis) -> Check:
+    """Runs waiting for the database, and spooled items set aside as unwritable
+    (probes/run_spool.py): each is a run a human should look at."""
+    try:
+        waiting = client.llen(run_spool.SPOOL_KEY)
+        count, newest = run_spool.rejected(LOST_SLOTS_SHOWN, client)
+    except redis.RedisError:
+        return Check("spool", FAIL, "Unknown: Redis is unreachable.")
+    if count:
+        return Check(
+            "spool",
+            WARN,
+            f"{count} spooled run(s) could not be written and were set aside in "
+            f"{run_spool.SPOOL_REJECTED_KEY}; {waiting} waiting. The newest:",
+            newest,
+        )
+    if waiting:
+        return Check("spool", WARN, f"{waiting} run(s) wait in the spool for the database.")
+    return Check("spool", OK, "No run waits in the spool; none was set aside.")
 
 
 LOST_SLOTS_WINDOW_H = 24
@@ -276,10 +298,15 @@ def run_checks() -> list[Check]:
         # One clear line for Redis instead of three timeouts.
         checks += [
             Check(name, FAIL, "Unknown: Redis is unreachable.")
-            for name in ("workers", "beat", "queues")
+            for name in ("workers", "beat", "queues", "spool")
         ]
     else:
-        checks += [check_workers(client, now), check_beat(client, now), check_queues(client)]
+        checks += [
+            check_workers(client, now),
+            check_beat(client, now),
+            check_queues(client),
+            check_spool(client),
+        ]
     if database_up:
         checks += [check_lost_slots(now), check_provider_keys(), check_read_path(now)]
     else:

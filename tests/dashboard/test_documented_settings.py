@@ -97,6 +97,7 @@ EFFECTS = {
     "DATABASE_TEST_NAME": ("t", DEVELOPMENT, lambda s: s["DATABASES"]["default"].get("TEST")),
     "CELERY_BROKER_URL": ("redis://r.example:1/2", DEVELOPMENT, lambda s: s["CELERY_BROKER_URL"]),
     "REDIS_URL": ("redis://r.example:1/3", DEVELOPMENT, lambda s: s["REDIS_URL"]),
+    "RUN_SPOOL_DIR": ("/srv/spool", DEVELOPMENT, lambda s: str(s["RUN_SPOOL_DIR"])),
     "PROBE_REGION": ("eu-west", DEVELOPMENT, lambda s: s["PROBE_REGION"]),
     "WORKER_MAX_CONCURRENT_PROBES": ("9", DEVELOPMENT, lambda s: s["WORKER_MAX_CONCURRENT_PROBES"]),
     "DISPATCH_INTERVAL_S": ("7", DEVELOPMENT, lambda s: s["DISPATCH_INTERVAL_S"]),

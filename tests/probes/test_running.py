@@ -136,20 +136,20 @@ def test_a_run_that_cannot_be_written_for_long_is_spooled_then_drained_once(
 ):
     from django.db import OperationalError
 
-    from probes import recording
+    from probes import recording, run_rows
 
     probe = make_probe("sim-fast")
-    real_insert = recording._insert
+    real_insert = run_rows.insert
 
     def database_away(fields):
         raise OperationalError("connection refused")
 
-    monkeypatch.setattr(recording, "_insert", database_away)
+    monkeypatch.setattr(run_rows, "insert", database_away)
     outcome = runner.run_slot(probe, SLOT, "w1", "local", retry_db_for_s=0.5)
     assert outcome.spooled == 1 and ProbeRun.objects.count() == 0
     assert clean_redis.llen(recording.SPOOL_KEY) == 1
 
-    monkeypatch.setattr(recording, "_insert", real_insert)
+    monkeypatch.setattr(run_rows, "insert", real_insert)
     clean_redis.rpush(recording.SPOOL_KEY, clean_redis.lindex(recording.SPOOL_KEY, 0))  # twice
     assert recording.drain_spool() == 2
 

@@ -11,6 +11,7 @@ import pytest
 from django.utils import timezone
 
 from dashboard.status.checks import QUEUE_WARN_DEPTH, check_beat
+from probes import run_spool
 from probes.redis_client import redis_client
 from probes.scheduling import heartbeat
 from tests.conftest import ROOT
@@ -25,6 +26,7 @@ def redis(settings):
     for key in client.scan_iter(match=f"{heartbeat.PREFIX}:*"):
         client.delete(key)
     client.delete("_kombu.binding.ops-test", "ops-test.eu-west")
+    client.delete(run_spool.SPOOL_KEY, run_spool.SPOOL_REJECTED_KEY)
     client.close()
 
 
@@ -41,6 +43,7 @@ def test_it_reports_database_and_redis_up_but_no_worker_or_beat_yet(client, redi
         "workers": "fail",
         "beat": "fail",
         "queues": "ok",
+        "spool": "ok",
         "slots": "ok",
         "keys": "ok",
         "read path": "ok",
@@ -88,6 +91,15 @@ def test_it_says_redis_is_unreachable_instead_of_failing(client, settings):
     page = client.get("/status")
     assert page.status_code == 503
     assert "Unknown: Redis is unreachable." in page.content.decode()
+
+
+def test_it_shows_spooled_runs_that_were_set_aside(client, redis):
+    redis.rpush(run_spool.SPOOL_KEY, "[]")
+    assert run_spool.drain_spool() == 0  # not a run: set aside, not retried
+    spool = next(c for c in client.get("/status.json").json()["checks"] if c["name"] == "spool")
+    assert spool["state"] == "warn" and "1 spooled run(s) could not be written" in spool["message"]
+    assert spool["details"][0]["reason"] == "JSON list, not an object"
+    assert "could not be written" in client.get("/status").content.decode()
 
 
 def test_it_renders_a_page_people_can_read(client, redis):
