@@ -16,14 +16,14 @@ themselves:
 * Slots: llama.cpp ``/props`` ``total_slots`` or the length of ``/slots``; a
   single-slot server serves one request at a time, so probes must not overlap.
 
-Every side request is bounded in time and size (`_bounded_json`; the tokenize search
+Every side request is bounded in time (connect, headers and body) and size
+(`_bounded_json`, through the engine's bounded request; the tokenize search
 by its own per-request bound and DETECT_TOTAL_S overall); a server that answers none of
 them still gets a verdict from the streamed request alone.
 """
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -31,7 +31,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 import orjson
 
-from probes.engine import Limits, ProbeRequest, RunResult, measure_sync, tokenize
+from probes.engine import Limits, ProbeRequest, RunResult, bounded, measure_sync, tokenize
 
 SIDE_REQUEST_S = 4.0  # total time for one side request, connect to last byte
 SIDE_REQUEST_MAX_BYTES = 2 * 1024 * 1024  # a model list of a few thousand entries
@@ -85,25 +85,25 @@ def server_root(base_url: str) -> str:
 
 
 def _bounded_json(
-    client: httpx.Client, method: str, url: str, body: dict | None = None
+    method: str, url: str, headers: dict[str, str], body: dict | None = None
 ) -> Any | None:
-    """One side request: JSON or None, never longer than SIDE_REQUEST_S, never bigger
-    than SIDE_REQUEST_MAX_BYTES (a misbehaving server cannot hold the page)."""
-    deadline = time.monotonic() + SIDE_REQUEST_S
+    """One side request: JSON or None, never longer than SIDE_REQUEST_S from connect to
+    last byte (headers included: the engine's bounded request), never bigger than
+    SIDE_REQUEST_MAX_BYTES (a misbehaving server cannot hold the page)."""
     try:
-        content = orjson.dumps(body) if body is not None else None
-        with client.stream(method, url, content=content) as response:
-            if response.status_code != 200:
-                return None
-            chunks, size = [], 0
-            for chunk in response.iter_bytes():
-                size += len(chunk)
-                if size > SIDE_REQUEST_MAX_BYTES or time.monotonic() > deadline:
-                    return None
-                chunks.append(chunk)
-        return orjson.loads(b"".join(chunks))
-    except (httpx.HTTPError, orjson.JSONDecodeError, ValueError):
-        return None
+        response = bounded.bounded_request_sync(
+            method,
+            url,
+            headers=headers,
+            content=orjson.dumps(body) if body is not None else None,
+            deadline_s=SIDE_REQUEST_S,
+            max_bytes=SIDE_REQUEST_MAX_BYTES,
+        )
+        if response.status_code != 200:
+            return None
+        return response.json()
+    except (httpx.HTTPError, httpx.InvalidURL, bounded.BoundedError, ValueError):
+        return None  # orjson.JSONDecodeError is a ValueError
 
 
 def side_headers(api_style: str, api_key: str | None, extra: dict[str, str]) -> dict[str, str]:
@@ -217,16 +217,14 @@ def check(
     if result.ok:
         report.stream_usage = result.token_source == "usage"
     root = server_root(base_url)
-    timeout = httpx.Timeout(SIDE_REQUEST_S)
     headers = side_headers(report.api_style or styles[0], api_key, extra)
-    with httpx.Client(timeout=timeout, headers=headers, follow_redirects=False) as client:
-        models = _bounded_json(client, "GET", base_url.rstrip("/") + "/models")
-        _models_info(report, models, model_id)
-        _props_info(report, _bounded_json(client, "GET", root + "/props"))
-        if report.total_slots is None:
-            slots = _bounded_json(client, "GET", root + "/slots")
-            if isinstance(slots, list) and slots:
-                report.total_slots = len(slots)
+    models = _bounded_json("GET", base_url.rstrip("/") + "/models", headers)
+    _models_info(report, models, model_id)
+    _props_info(report, _bounded_json("GET", root + "/props", headers))
+    if report.total_slots is None:
+        slots = _bounded_json("GET", root + "/slots", headers)
+        if isinstance(slots, list) and slots:
+            report.total_slots = len(slots)
     if result.ok:
         report.token_counter = token_counter(result, base_url, model_id, headers)
         if report.token_counter in tokenize.ROUTE_METHODS:

@@ -137,7 +137,15 @@ def deliver_notification(self, notification_id: int) -> str:
         return "claimed"  # another task sends it with its batch
     note = next(n for n in notes if n.pk == note.pk)
     try:
-        note.attempt(notice_message([n.event for n in notes], note.transition))
+        message = notice_message([n.event for n in notes], note.transition)
+    except Exception as exc:  # a notice that cannot be rendered must not stay queued
+        log.exception("notification %s could not be rendered", note.pk)
+        failure = f"the notice could not be rendered ({type(exc).__name__})"
+        note.attempts += 1
+        note.record_failure(TransportError(failure, permanent=True, channel_fault=False))
+        return Notification.FAILED
+    try:
+        note.attempt(message)
     except TransportError as exc:
         if self.request.retries >= max_retries():
             note.give_up(f"{self.request.retries + 1} attempts failed, last: {exc.message}")

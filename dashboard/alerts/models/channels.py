@@ -15,6 +15,7 @@ from dashboard.alerts.transports import (
     get_transport,
     kind_choices,
 )
+from dashboard.alerts.transports.base import unexpected_failure
 from probes.secrets import redact
 
 
@@ -66,11 +67,17 @@ class Channel(models.Model):
         return redact(text, self.transport.secret_values(self.config))
 
     def send(self, message: Message) -> None:
-        """Deliver now; TransportError messages come back with secrets removed."""
+        """Deliver now. Whatever goes wrong comes back as a TransportError (so no notice
+        stays queued for ever) with secrets removed from its message."""
         try:
             self.transport().send(self.config, message)
-        except TransportError as exc:
-            raise TransportError(self.redact(exc.message), permanent=exc.permanent) from None
+        except Exception as exc:
+            error = exc if isinstance(exc, TransportError) else unexpected_failure(exc)
+            raise TransportError(
+                self.redact(error.message),
+                permanent=error.permanent,
+                channel_fault=error.channel_fault,
+            ) from None
 
     def record_error(self, error: str, *, permanent: bool) -> None:
         now = timezone.now()

@@ -93,25 +93,7 @@ class Notification(models.Model):
         try:
             self.channel.send(message)
         except TransportError as exc:
-            self.error = exc.message
-            self.attempt_log = [
-                *self.attempt_log,
-                {"at": now.isoformat(), "ok": False, "error": exc.message},
-            ]
-            log.warning(
-                "notification %s to channel %s failed (%s): %s",
-                self.pk,
-                self.channel_id,
-                "permanent" if exc.permanent else "will retry",
-                exc.message,
-            )
-            final = exc.permanent or test
-            if final:
-                self.status = self.FAILED
-            self.save(update_fields=["attempts", "error", "attempt_log", "status"])
-            self._sync_batch()
-            self.channel.record_error(exc.message, permanent=exc.permanent and not test)
-            if final:
+            if self.record_failure(exc, now, test=test):
                 return False
             raise
         self.status = self.SENT
@@ -121,6 +103,31 @@ class Notification(models.Model):
         self.save(update_fields=["attempts", "error", "attempt_log", "status", "sent_at"])
         self._sync_batch()
         return True
+
+    def record_failure(self, exc: TransportError, now=None, *, test: bool = False) -> bool:
+        """Record a failed attempt, shown in the admin; True when it is final (permanent,
+        or a test notice), which fails the notice (and its batch)."""
+        now = now or timezone.now()
+        self.error = exc.message
+        self.attempt_log = [
+            *self.attempt_log,
+            {"at": now.isoformat(), "ok": False, "error": exc.message},
+        ]
+        log.warning(
+            "notification %s to channel %s failed (%s): %s",
+            self.pk,
+            self.channel_id,
+            "permanent" if exc.permanent else "will retry",
+            exc.message,
+        )
+        final = exc.permanent or test
+        if final:
+            self.status = self.FAILED
+        self.save(update_fields=["attempts", "error", "attempt_log", "status"])
+        self._sync_batch()
+        switch_off = exc.permanent and exc.channel_fault and not test
+        self.channel.record_error(exc.message, permanent=switch_off)
+        return final
 
     def _sync_batch(self) -> None:
         """The other notices of a grouped message share its fate and its attempt log."""

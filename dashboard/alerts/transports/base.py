@@ -7,13 +7,37 @@ from typing import Any, ClassVar
 
 
 class TransportError(Exception):
-    """Delivery failed. `permanent` means retrying cannot help (the channel is gone or
-    misconfigured) and the channel gets disabled; otherwise the delivery is retried."""
+    """Delivery failed. `permanent` means retrying cannot help; otherwise the delivery is
+    retried. A permanent error switches the channel off when the channel is at fault
+    (gone, misconfigured: `channel_fault`, the default), not when only this notice's data
+    was (a character its protocol cannot carry): that notice fails, the channel stays."""
 
-    def __init__(self, message: str, *, permanent: bool = False) -> None:
+    def __init__(
+        self, message: str, *, permanent: bool = False, channel_fault: bool = True
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.permanent = permanent
+        self.channel_fault = channel_fault
+
+
+def unexpected_failure(exc: Exception) -> TransportError:
+    """Whatever else a transport raised, as a TransportError: a network failure (OSError:
+    sockets, TLS, SMTP) is retried; anything else is this notice's data that the
+    transport could not send (a newline in a header, a character its encoding lacks),
+    so retrying cannot help: the notice fails, recorded and shown."""
+    if isinstance(exc, OSError):
+        return TransportError(f"network error ({type(exc).__name__}: {exc})"[:300])
+    return TransportError(
+        f"the notice could not be sent as it is ({type(exc).__name__}: {exc})"[:300],
+        permanent=True,
+        channel_fault=False,
+    )
+
+
+def one_line(text: str) -> str:
+    """A header value or subject: control characters and line breaks become spaces."""
+    return " ".join("".join(c if c.isprintable() else " " for c in text).split())
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from django.core.exceptions import ValidationError
 from django.core.mail import send_mail
 from django.core.validators import validate_email
 
-from dashboard.alerts.transports.base import Message, Transport, TransportError
+from dashboard.alerts.transports.base import Message, Transport, TransportError, one_line
 
 
 class EmailTransport(Transport):
@@ -45,7 +45,9 @@ class EmailTransport(Transport):
 
     def send(self, config: dict[str, Any], message: Message) -> None:
         try:
-            send_mail(message.subject, message.text, None, config["to"], fail_silently=False)
+            # A subject is one header line: a newline in a model id must not end it.
+            subject = one_line(message.subject)[:250]
+            send_mail(subject, message.text, None, config["to"], fail_silently=False)
         except smtplib.SMTPRecipientsRefused:
             raise TransportError("every recipient was refused", permanent=True) from None
         except (smtplib.SMTPException, OSError) as exc:

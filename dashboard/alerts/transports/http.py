@@ -7,7 +7,7 @@ own messages contain the URL, and webhook URLs carry their tokens.
 from __future__ import annotations
 
 import json
-import time
+import re
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
@@ -17,6 +17,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import URLValidator
 
 from dashboard.alerts.transports.base import Transport, TransportError
+from probes.engine import bounded
 
 TOTAL_TIMEOUT_S = 10.0
 MAX_RESPONSE_BYTES = 64 * 1024
@@ -34,6 +35,32 @@ def clean_url(value: Any, key: str = "url") -> str:
     return value
 
 
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+# Set by the HTTP client for the bytes it sends: a configured value would break framing.
+_FRAMING_HEADERS = {"host", "content-length", "transfer-encoding", "connection"}
+HEADER_VALUE_MAX = 4096
+
+
+def clean_header(name: Any, value: Any, where: str = "headers") -> tuple[str, str]:
+    """A header name and value that can be sent as they are: a token name, a value of
+    printable ASCII (no line breaks), else ValidationError saying which one is wrong.
+    Checked when the channel is saved, so a delivery never fails on them."""
+    if not isinstance(name, str) or not _TOKEN.fullmatch(name):
+        raise ValidationError(f'"{where}": {str(name)[:40]!r} is not a valid header name.')
+    if name.lower() in _FRAMING_HEADERS:
+        raise ValidationError(f'"{where}": {name} is set by the HTTP client itself.')
+    if (
+        not isinstance(value, str)
+        or len(value) > HEADER_VALUE_MAX
+        or not all(32 <= ord(c) < 127 or c == "\t" for c in value)
+    ):
+        raise ValidationError(
+            f'"{where}": the value of {name} must be printable ASCII without line breaks '
+            f"(at most {HEADER_VALUE_MAX} characters)."
+        )
+    return name, value.strip()
+
+
 def mask_url(url: str) -> str:
     """Scheme and host only: the path and query of a webhook URL are usually its token."""
     parts = urlsplit(url)
@@ -43,43 +70,39 @@ def mask_url(url: str) -> str:
     )
 
 
-class _Overrun(Exception):
-    pass
-
-
 def bounded_post(
     url: str,
     body: bytes,
     headers: dict[str, str],
     *,
-    total_s: float = TOTAL_TIMEOUT_S,
+    total_s: float | None = None,
     max_bytes: int = MAX_RESPONSE_BYTES,
 ) -> tuple[int, bytes]:
     """POST and read at most `max_bytes` of the answer within `total_s` in all.
 
-    Every outgoing alert request goes through here so that no receiver — slow, endless or
-    huge — can hold a worker. (Kept to this one function so the engine's bounded-request
-    helper can replace it.) Each phase is capped by httpx's timeouts, and the read by a
-    deadline over the whole exchange."""
-    deadline = time.monotonic() + total_s
-    chunks, size = [], 0
+    Every outgoing alert request goes through here, and from here through the engine's
+    bounded request (probes/engine/bounded.py): one deadline over connect, headers and
+    body, so a receiver dripping its header bytes is cut off like a slow body; a
+    compressed answer is inflated only up to `max_bytes`. The rest of a long answer is
+    not our business."""
+    total_s = TOTAL_TIMEOUT_S if total_s is None else total_s
     try:
-        with (
-            httpx.Client(timeout=httpx.Timeout(total_s), follow_redirects=False) as client,
-            client.stream("POST", url, content=body, headers=headers) as response,
-        ):
-            for chunk in response.iter_bytes():
-                size += len(chunk)
-                chunks.append(chunk[: max(0, max_bytes - (size - len(chunk)))])
-                if size >= max_bytes:
-                    break  # enough to report on; the rest is not our business
-                if time.monotonic() > deadline:
-                    raise _Overrun
-            return response.status_code, b"".join(chunks)
-    except (_Overrun, httpx.TimeoutException) as exc:
-        raise TransportError(f"timed out after {total_s:g} s ({type(exc).__name__})") from None
-    except httpx.HTTPError as exc:
+        response = bounded.bounded_request_sync(
+            "POST",
+            url,
+            content=body,
+            headers=headers,
+            deadline_s=total_s,
+            max_bytes=max_bytes,
+            truncate=True,
+        )
+    except bounded.DeadlineExceeded:
+        raise TransportError(f"timed out after {total_s:g} s") from None
+    except bounded.BoundedError as exc:
+        raise TransportError(f"unreadable answer ({type(exc).__name__})") from None
+    except (httpx.HTTPError, httpx.InvalidURL) as exc:
         raise TransportError(f"connection failed ({type(exc).__name__})") from None
+    return response.status_code, response.body
 
 
 def post_json(

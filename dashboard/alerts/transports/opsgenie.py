@@ -12,7 +12,7 @@ from urllib.parse import quote
 from django.core.exceptions import ValidationError
 
 from dashboard.alerts.transports.base import Message, Transport
-from dashboard.alerts.transports.http import clean_url, mask_url, post_json
+from dashboard.alerts.transports.http import clean_header, clean_url, mask_url, post_json
 
 API_URL = "https://api.opsgenie.com"
 
@@ -36,6 +36,7 @@ class OpsgenieTransport(Transport):
         key = config.get("api_key")
         if not isinstance(key, str) or len(key.strip()) < 20:
             raise ValidationError('"api_key" is the integration\'s API key.')
+        clean_header("Authorization", f"GenieKey {key.strip()}", where="api_key")
         url = clean_url(config.get("url") or API_URL).rstrip("/")
         return {"api_key": key.strip(), "url": url}
 

@@ -15,4 +15,11 @@ class SlackTransport(UrlTransport):
     docs = 'POSTs {"text": …} (Slack mrkdwn) to an incoming-webhook URL.'
 
     def send(self, config: dict[str, Any], message: Message) -> None:
-        post_json(config["url"], {"text": f"*{message.subject}*\n{message.text}"})
+        text = f"*{escape(message.subject)}*\n{escape(message.text)}"
+        post_json(config["url"], {"text": text})
+
+
+def escape(text: str) -> str:
+    """Slack's three control characters: a provider or model name reads as written, never
+    as a mention (<!channel>) or a link."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

@@ -20,7 +20,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 
 from dashboard.alerts.transports.base import Message, Transport
-from dashboard.alerts.transports.http import clean_url, mask_url, post_json
+from dashboard.alerts.transports.http import clean_header, clean_url, mask_url, post_json
 
 SIGNATURE_HEADER = "X-Inferwatch-Signature"
 TIMESTAMP_HEADER = "X-Inferwatch-Timestamp"
@@ -58,6 +58,7 @@ class WebhookTransport(Transport):
             isinstance(k, str) and isinstance(v, str) for k, v in headers.items()
         ):
             raise ValidationError('"headers" must be a JSON object of strings.')
+        headers = dict(clean_header(name, value) for name, value in headers.items())
         secret = config.get("secret") or ""
         if not isinstance(secret, str) or (secret and len(secret) < 16):
             raise ValidationError('"secret" must be a string of at least 16 characters.')
