@@ -69,7 +69,9 @@ class _Inflater:
             raise UnreadableBody(f"compressed body is corrupt: {exc}") from None
 
 
-def _decoder(encoding: str | None) -> Callable[[bytes, int], bytes] | None:
+def decoder(encoding: str | None) -> Callable[[bytes, int], bytes] | None:
+    """``decode(data, room)`` for a content-encoding (None for identity): never more than
+    ``room`` bytes out per call. UnreadableBody for an encoding we cannot inflate safely."""
     encoding = (encoding or "identity").strip().lower()
     if encoding in ("", "identity"):
         return None
@@ -85,7 +87,7 @@ async def read_body(
 
     Over the limit: BodyTooLarge, or with ``truncate`` the first max_bytes and True.
     """
-    decode = _decoder(response.headers.get("content-encoding"))
+    decode = decoder(response.headers.get("content-encoding"))
     parts: list[bytes] = []
     size = 0
     async for raw in response.aiter_raw():

@@ -5,6 +5,8 @@ stream's length (issue 16, item 1). Against the raw-socket server of hostile.py.
 
 from __future__ import annotations
 
+import gzip
+import tracemalloc
 from collections.abc import Iterator
 
 import orjson
@@ -113,3 +115,46 @@ def test_compact_timeline_merges_neighbours() -> None:
         "tok": [6, 9],
         "merged": 3,
     }
+
+
+def _gzip_response(body: bytes) -> bytes:
+    packed = gzip.compress(body, compresslevel=9)
+    return (
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-encoding: gzip\r\n"
+        + f"content-length: {len(packed)}\r\nconnection: close\r\n\r\n".encode()
+        + packed
+    )
+
+
+def test_a_compressed_stream_is_read_and_its_bomb_inflated_only_to_the_byte_cap(
+    server: hostile.HostileServer,
+) -> None:
+    server.reset()
+    server.on_post = hostile.answer(_gzip_response(hostile.chat_stream("hello there")))
+    req = ProbeRequest(api="openai-chat", base_url=server.base_url, model="m", warm=False)
+    ok = measure_sync(req)
+    assert ok.status == "ok" and ok.read_path == "aiter_raw"
+
+    # A 64 MiB line inflating from ~65 KB: stopped at the byte and event caps, never
+    # inflated whole.
+    server.on_post = hostile.answer(_gzip_response(b"data: " + b"x" * (64 << 20)))
+    tracemalloc.start()
+    try:
+        bomb = measure_sync(req)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert bomb.status == "protocol_error"
+    assert peak < 100 << 20, peak  # 64 MiB measured (141 MiB inflating each read whole)
+
+
+def test_an_encoding_we_cannot_inflate_safely_is_a_protocol_error(
+    server: hostile.HostileServer,
+) -> None:
+    server.reset()
+    raw = hostile.sse_response(hostile.chat_stream(), headers=b"content-encoding: br\r\n")
+    server.on_post = hostile.answer(raw)
+    result = measure_sync(
+        ProbeRequest(api="openai-chat", base_url=server.base_url, model="m", warm=False)
+    )
+    assert result.status == "protocol_error" and "content-encoding 'br'" in result.error

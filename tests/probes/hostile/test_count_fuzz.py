@@ -162,3 +162,16 @@ def test_any_count_of_any_event_ends_as_one_run_in_bounded_memory(
         assert set(run.timeline["ch"]) <= set("art")
     assert clean_redis.llen(run_spool.SPOOL_KEY) == 0
     assert run_spool.rejected()[0] == 0
+
+
+def test_a_long_streams_run_page_says_its_timeline_is_merged(probe, server, client):
+    stream = _one_shape("content", LIMITS.stored_timeline_entries + 2000)
+    server.on_post = hostile.answer(hostile.sse_response(stream.body))
+
+    outcome = runner.run_slot(probe, None, "fuzz@host", "local")
+
+    run = ProbeRun.objects.get(run_group=outcome.run_group)
+    assert run.status == "ok" and run.output_events == stream.outputs
+    assert run.timeline["merged"] == 2 and len(run.timeline["t_us"]) == 6000
+    html = client.get(f"/runs/{run.pk}/").content.decode()
+    assert "each point of these charts merges 2 neighbouring output events" in html
