@@ -93,6 +93,33 @@ for _pattern in PROVIDER_KEY_ENV_ALLOWED:
             "(capital letters, digits, _ and the wildcards * and ?), e.g. *_API_KEY"
         )
 
+# Where outbound requests (probes, side requests, alert channels) may go
+# (probes/engine/egress.py): link-local and cloud-metadata addresses are always refused
+# unless EGRESS_ALLOW names them; loopback and private ranges are allowed unless
+# EGRESS_DENY lists them (e.g. 127.0.0.0/8,10.0.0.0/8,172.16.0.0/12,192.168.0.0/16).
+# EGRESS_ALLOW wins over both. Comma-separated addresses or CIDR networks.
+EGRESS_DENY = [str(net) for net in env_ip_networks("EGRESS_DENY")]
+EGRESS_ALLOW = [str(net) for net in env_ip_networks("EGRESS_ALLOW")]
+
+
+def _key_env_hosts(pairs: list[str]) -> dict[str, list[str]]:
+    bound: dict[str, list[str]] = {}
+    for pair in pairs:
+        name, _, host = (part.strip() for part in pair.partition("="))
+        if not re.fullmatch(r"[A-Z_][A-Z0-9_]*", name) or not re.fullmatch(r"[a-z0-9*.-]+", host):
+            raise ImproperlyConfigured(
+                f"PROVIDER_KEY_ENV_HOSTS: {pair!r} is not VARIABLE=host "
+                "(e.g. ACME_API_KEY=api.acme.com; the host may use *, e.g. *.acme.com)"
+            )
+        bound.setdefault(name, []).append(host)
+    return bound
+
+
+# Which hosts a key variable may be sent to, besides the catalog vendors' own bindings
+# (OPENAI_API_KEY to api.openai.com ...; probes/secrets.py): comma-separated VARIABLE=host
+# pairs. Only a superuser may pair a variable with a host it is not bound to.
+PROVIDER_KEY_ENV_HOSTS = _key_env_hosts(env_list("PROVIDER_KEY_ENV_HOSTS"))
+
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", [] if PRODUCTION else ["127.0.0.1", "localhost"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 

@@ -23,6 +23,7 @@ them still gets a verdict from the streamed request alone.
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,7 +32,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 import orjson
 
-from probes.engine import Limits, ProbeRequest, RunResult, measure_sync, tokenize
+from probes.engine import Limits, ProbeRequest, RunResult, egress, measure_sync, tokenize
 
 SIDE_REQUEST_S = 4.0  # total time for one side request, connect to last byte
 SIDE_REQUEST_MAX_BYTES = 2 * 1024 * 1024  # a model list of a few thousand entries
@@ -73,6 +74,23 @@ class ConnectionReport:
         if self.total_slots:
             return max(1, min(self.total_slots, 4))
         return 1
+
+
+_HTTP_STATUS = re.compile(r"^HTTP \d{3}")
+_ERROR_CLASS = re.compile(r"^[A-Z][A-Za-z]*(?:Error|Timeout|Exception|Refused)\b")
+
+
+def error_class(error: str) -> str:
+    """What a failed test may show before the endpoint is saved: the HTTP status or the
+    exception's class, and the egress policy's own refusal; never the server's words (the
+    URL may be an internal service whose 403 page is no business of the form's)."""
+    if "egress policy:" in error:
+        return error[error.index("egress policy:") :]
+    for pattern in (_HTTP_STATUS, _ERROR_CLASS):
+        found = pattern.match(error)
+        if found:
+            return found.group(0)
+    return ""
 
 
 def server_root(base_url: str) -> str:
@@ -219,7 +237,10 @@ def check(
     root = server_root(base_url)
     timeout = httpx.Timeout(SIDE_REQUEST_S)
     headers = side_headers(report.api_style or styles[0], api_key, extra)
-    with httpx.Client(timeout=timeout, headers=headers, follow_redirects=False) as client:
+    transport = egress.sync_transport()
+    with httpx.Client(
+        timeout=timeout, headers=headers, follow_redirects=False, transport=transport
+    ) as client:
         models = _bounded_json(client, "GET", base_url.rstrip("/") + "/models")
         _models_info(report, models, model_id)
         _props_info(report, _bounded_json(client, "GET", root + "/props"))

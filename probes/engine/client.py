@@ -29,7 +29,7 @@ from typing import Any
 
 import httpx
 
-from . import bounded, fastread, http_errors, sanitize, tokenize, tokens
+from . import bounded, egress, fastread, http_errors, sanitize, tokenize, tokens
 from .dialects import StreamRecorder, new_recorder
 from .fastread import ResponseTooLarge
 from .metrics import ServerCount, fill_metrics, prompt_texts, stream_counts
@@ -157,9 +157,11 @@ class _Measurement:
         try:
             async with httpx.AsyncClient(
                 timeout=timeout,
-                limits=httpx.Limits(max_connections=1, max_keepalive_connections=1),
                 follow_redirects=False,
-                verify=_ssl_context(),
+                transport=egress.async_transport(
+                    limits=httpx.Limits(max_connections=1, max_keepalive_connections=1),
+                    verify=_ssl_context(),
+                ),
             ) as client:
                 if req.warm:
                     await self._warm_up(client)

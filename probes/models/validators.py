@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from decimal import Decimal
+from urllib.parse import urlsplit
 
 from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator, URLValidator
@@ -18,6 +19,13 @@ def validate_base_url(value: str) -> None:
     URLValidator(schemes=["http", "https"])(value)
     if value.rstrip("/") != value.rstrip("/").strip() or "?" in value or "#" in value:
         raise ValidationError("The base URL may not contain a query string or fragment.")
+    if "@" in urlsplit(value).netloc:
+        # A password in the URL would be shown wherever the URL is (lists, view-only
+        # pages, the provider's default name): credentials go in the key or headers.
+        raise ValidationError(
+            "The base URL may not contain a user name or password: put the credential in "
+            "the API key (or an extra header), which are stored encrypted and never shown."
+        )
 
 
 def validate_env_name(value: str) -> None:

@@ -81,6 +81,13 @@ EFFECTS = {
         lambda s: s["FIELD_ENCRYPTION_KEY_FALLBACKS"],
     ),
     "PROVIDER_KEY_ENV_ALLOWED": ("IW_*", DEVELOPMENT, lambda s: s["PROVIDER_KEY_ENV_ALLOWED"]),
+    "PROVIDER_KEY_ENV_HOSTS": (
+        "ACME_API_KEY=api.acme.example",
+        DEVELOPMENT,
+        lambda s: s["PROVIDER_KEY_ENV_HOSTS"],
+    ),
+    "EGRESS_DENY": ("10.0.0.0/8", DEVELOPMENT, lambda s: s["EGRESS_DENY"]),
+    "EGRESS_ALLOW": ("169.254.169.254", DEVELOPMENT, lambda s: s["EGRESS_ALLOW"]),
     "DEBUG": ("true", DEVELOPMENT, lambda s: s["DEBUG"]),
     "ALLOWED_HOSTS": ("a.example", DEVELOPMENT, lambda s: s["ALLOWED_HOSTS"]),
     "CSRF_TRUSTED_ORIGINS": ("https://a.example", DEVELOPMENT, lambda s: s["CSRF_TRUSTED_ORIGINS"]),

@@ -17,6 +17,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import URLValidator
 
 from dashboard.alerts.transports.base import Transport, TransportError
+from probes.engine import egress
 
 TOTAL_TIMEOUT_S = 10.0
 MAX_RESPONSE_BYTES = 64 * 1024
@@ -65,7 +66,12 @@ def bounded_post(
     chunks, size = [], 0
     try:
         with (
-            httpx.Client(timeout=httpx.Timeout(total_s), follow_redirects=False) as client,
+            httpx.Client(
+                timeout=httpx.Timeout(total_s),
+                follow_redirects=False,
+                # Every alert request passes the egress policy (probes/engine/egress.py).
+                transport=egress.sync_transport(),
+            ) as client,
             client.stream("POST", url, content=body, headers=headers) as response,
         ):
             for chunk in response.iter_bytes():
@@ -79,6 +85,9 @@ def bounded_post(
     except (_Overrun, httpx.TimeoutException) as exc:
         raise TransportError(f"timed out after {total_s:g} s ({type(exc).__name__})") from None
     except httpx.HTTPError as exc:
+        refused = egress.refusal_in(exc)
+        if refused:  # the policy, not the network: retrying cannot help
+            raise TransportError(refused, permanent=True) from None
         raise TransportError(f"connection failed ({type(exc).__name__})") from None
 
 
