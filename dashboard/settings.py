@@ -11,6 +11,7 @@ import os
 import re
 import secrets
 from pathlib import Path
+from urllib.parse import quote
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -279,8 +280,24 @@ ALERTS_MAX_RETRIES = env_int("ALERTS_MAX_RETRIES", 6, minimum=0)
 
 # Celery: JSON only, late acks so a killed worker's probe is redelivered, no results
 # stored in Redis (every probe's result is a ProbeRun row).
-CELERY_BROKER_URL = env_redis_url("CELERY_BROKER_URL", "redis://127.0.0.1:6379/0")
-REDIS_URL = env_redis_url("REDIS_URL", CELERY_BROKER_URL)
+# REDIS_PASSWORD (or its _FILE, a Docker secret) goes into both URLs when they carry none,
+# so the password is never part of a variable `docker inspect` shows.
+_redis_password = env_secret("REDIS_PASSWORD")
+
+
+def _with_redis_password(url: str) -> str:
+    if not _redis_password or not url.startswith(("redis://", "rediss://")):
+        return url
+    scheme, rest = url.split("://", 1)
+    if "@" in rest.split("/", 1)[0]:
+        return url  # the URL names its own credentials
+    return f"{scheme}://:{quote(_redis_password, safe='')}@{rest}"
+
+
+CELERY_BROKER_URL = _with_redis_password(
+    env_redis_url("CELERY_BROKER_URL", "redis://127.0.0.1:6379/0")
+)
+REDIS_URL = _with_redis_password(env_redis_url("REDIS_URL", CELERY_BROKER_URL))
 CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]

@@ -441,8 +441,12 @@ class _Measurement:
             result.error = http_errors.redact(error, known)
         elif result.error:
             result.error = http_errors.redact(result.error, known)
-        if result.error_detail is not None:
-            result.error_detail = http_errors.redact_object(result.error_detail, known)
+        # Every provider-supplied object we store and show (a proxy that echoes the key
+        # inside usage would otherwise put it on the public run page).
+        for name in ("error_detail", "usage", "server_timing", "rate_limit"):
+            value = getattr(result, name)
+            if value is not None:
+                setattr(result, name, http_errors.redact_object(value, known))
         sanitize.sanitize_result(result)
 
     def _status(self) -> tuple[str, str | None]:

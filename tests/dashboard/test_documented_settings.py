@@ -104,6 +104,11 @@ EFFECTS = {
     "DATABASE_TEST_NAME": ("t", DEVELOPMENT, lambda s: s["DATABASES"]["default"].get("TEST")),
     "CELERY_BROKER_URL": ("redis://r.example:1/2", DEVELOPMENT, lambda s: s["CELERY_BROKER_URL"]),
     "REDIS_URL": ("redis://r.example:1/3", DEVELOPMENT, lambda s: s["REDIS_URL"]),
+    "REDIS_PASSWORD": (
+        "pw",
+        DEVELOPMENT,
+        lambda s: (s["REDIS_URL"], s["CELERY_BROKER_URL"]),
+    ),
     "PROBE_REGION": ("eu-west", DEVELOPMENT, lambda s: s["PROBE_REGION"]),
     "WORKER_MAX_CONCURRENT_PROBES": ("9", DEVELOPMENT, lambda s: s["WORKER_MAX_CONCURRENT_PROBES"]),
     "DISPATCH_INTERVAL_S": ("7", DEVELOPMENT, lambda s: s["DISPATCH_INTERVAL_S"]),
