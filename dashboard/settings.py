@@ -141,9 +141,14 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First, so that every answer carries the policy: static files, redirects, 401s and
+    # 429s made by the middleware below as well as the views' pages.
+    "dashboard.middleware.ContentSecurityPolicy",
     "dashboard.middleware.ForwardedProtoFromTrustedProxies",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # Before the session: an over-budget client costs one Redis round trip, no database.
+    "dashboard.ratelimit.RateLimit",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -152,7 +157,6 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "dashboard.middleware.LoginRequiredMiddleware",
-    "dashboard.middleware.ContentSecurityPolicy",
 ]
 
 ROOT_URLCONF = "dashboard.urls"
@@ -330,6 +334,15 @@ if SITE_URL and not SITE_URL.startswith(("http://", "https://")):
 
 # Pages: public read-only by default; REQUIRE_LOGIN=true for private deployments.
 REQUIRE_LOGIN = env_bool("REQUIRE_LOGIN", False)
+# /status's details (database, queues, worker hosts, key problems) for anonymous visitors:
+# off in production (staff see them; monitors get ok / fail and the status code), on for
+# the local embedded run and tests.
+STATUS_PUBLIC_DETAILS = env_bool("STATUS_PUBLIC_DETAILS", not PRODUCTION)
+# Requests per minute per client address, pages and API (dashboard/ratelimit.py), and
+# sign-in attempts per hour per address; 0 switches a limit off (the default under tests,
+# whose one client makes hundreds of requests a minute).
+RATE_LIMIT_PER_MINUTE = env_int("RATE_LIMIT_PER_MINUTE", 0 if TESTING else 120, minimum=0)
+LOGIN_ATTEMPTS_PER_HOUR = env_int("LOGIN_ATTEMPTS_PER_HOUR", 0 if TESTING else 20, minimum=0)
 # With REQUIRE_LOGIN, Prometheus scrapes /metrics with `Authorization: Bearer <token>`.
 # Empty: /metrics needs a login like every page.
 METRICS_BEARER_TOKEN = env_secret("METRICS_BEARER_TOKEN")
