@@ -37,7 +37,9 @@ from probes.models.validators import validate_headers
 PRICE_FIELDS = ["effective_from", "input_per_m", "cached_input_per_m", "output_per_m", "source_url"]
 _NEGATIVE_PRICE = {"min_value": "A price cannot be negative."}
 # Form-only fields that take secrets in; never rendered back, never shown read-only.
-WRITE_ONLY_FIELDS = ["api_key", "forget_api_key", "new_extra_headers", "forget_extra_headers"]
+KEY_FIELDS = ["api_key", "forget_api_key"]
+HEADER_FIELDS = ["new_extra_headers", "forget_extra_headers"]
+WRITE_ONLY_FIELDS = KEY_FIELDS + HEADER_FIELDS
 
 
 class ProviderForm(forms.ModelForm):
@@ -179,7 +181,7 @@ class ProviderAdmin(admin.ModelAdmin):
                 "fields": [
                     "key_status",
                     "api_key_env",
-                    *WRITE_ONLY_FIELDS,
+                    *KEY_FIELDS,
                     "requires_key",
                 ],
                 "description": "The key is read from the named environment variable when it is "
@@ -192,8 +194,7 @@ class ProviderAdmin(admin.ModelAdmin):
             {
                 "fields": [
                     "header_names",
-                    "new_extra_headers",
-                    "forget_extra_headers",
+                    *HEADER_FIELDS,
                     "max_concurrency",
                     ("connect_timeout_s", "first_token_timeout_s"),
                     ("stall_timeout_s", "total_timeout_s"),
