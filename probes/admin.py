@@ -31,7 +31,7 @@ from probes.models import (
     WorkerCalibration,
     Workload,
 )
-from probes.models.providers import origin
+from probes.models.providers import origin, url_without_password
 from probes.models.validators import validate_headers
 
 PRICE_FIELDS = ["effective_from", "input_per_m", "cached_input_per_m", "output_per_m", "source_url"]
@@ -167,11 +167,11 @@ class EndpointInline(admin.TabularInline):
 @admin.register(Provider)
 class ProviderAdmin(admin.ModelAdmin):
     form = ProviderForm
-    list_display = ["name", "api_style", "base_url", "key_status", "enabled", "simulated"]
+    list_display = ["name", "api_style", "shown_base_url", "key_status", "enabled", "simulated"]
     list_filter = ["enabled", "simulated", "api_style"]
     search_fields = ["name", "slug", "base_url"]
     prepopulated_fields = {"slug": ["name"]}
-    readonly_fields = ["key_status", "header_names", "backoff_until"]
+    readonly_fields = ["key_status", "header_names", "shown_base_url", "backoff_until"]
     inlines = [EndpointInline]
     fieldsets = [
         (None, {"fields": ["name", "slug", "api_style", "base_url", "enabled", "simulated"]}),
@@ -237,13 +237,29 @@ class ProviderAdmin(admin.ModelAdmin):
         if can_write:
             return fieldsets
         return [
-            (name, {**opts, "fields": [f for f in opts["fields"] if f not in WRITE_ONLY_FIELDS]})
+            (
+                name,
+                {
+                    **opts,
+                    "fields": [
+                        "shown_base_url" if f == "base_url" else f
+                        for f in opts["fields"]
+                        if f not in WRITE_ONLY_FIELDS
+                    ],
+                },
+            )
             for name, opts in fieldsets
         ]
 
     @admin.display(description="API key")
     def key_status(self, provider: Provider) -> str:
         return provider.key_status
+
+    @admin.display(description="base URL", ordering="base_url")
+    def shown_base_url(self, provider: Provider) -> str:
+        # A row saved before credentials in URLs were refused (SQL, an old catalog) shows
+        # its host and path, never the user name and password.
+        return url_without_password(provider.base_url)
 
     @admin.display(description="extra headers sent")
     def header_names(self, provider: Provider) -> str:

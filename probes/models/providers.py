@@ -203,6 +203,14 @@ def origin(url: str) -> tuple[str, str, int | None]:
     return parts.scheme.lower(), (parts.hostname or "").lower(), port
 
 
+def url_without_password(url: str) -> str:
+    """`url` without its user info, for display."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]).geturl()
+
+
 @dataclass(frozen=True)
 class ProviderKey:
     """A provider's key as resolved for a request. `repr` leaves the value out, so a key

@@ -10,6 +10,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator, URLValidator
 
 from probes import secrets
+from probes.engine import egress
 
 _ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 _REGION = re.compile(r"^[a-z0-9][a-z0-9-]{0,39}$")
@@ -26,6 +27,15 @@ def validate_base_url(value: str) -> None:
             "The base URL may not contain a user name or password: put the credential in "
             "the API key (or an extra header), which are stored encrypted and never shown."
         )
+    # An address the egress policy refuses is refused now, with the reason, rather than
+    # at every probe (a host name is judged by what it resolves to, at each request).
+    host = (urlsplit(value).hostname or "").strip("[]")
+    try:
+        refusal = egress.current().refusal(host)
+    except ValueError:  # a name, not an address
+        refusal = None
+    if refusal:
+        raise ValidationError(f"Outbound requests may not go there: {refusal}.")
 
 
 def validate_env_name(value: str) -> None:

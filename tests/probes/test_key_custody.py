@@ -253,3 +253,27 @@ def test_a_provider_is_named_after_host_and_port_never_user_info():
 
     assert _default_name("http://10.20.30.40:8080/v1") == "10.20.30.40:8080"
     assert _default_name("https://ops:pass@api.acme.example/v1") == "api.acme.example"
+
+
+def test_an_address_the_egress_policy_refuses_is_refused_when_saved(admin_client):
+    page = reverse("admin:probes_provider_add_endpoint")
+
+    refused = admin_client.post(page, add_endpoint_form("http://169.254.169.254/v1", action="test"))
+
+    text = refused.content.decode()
+    assert "Outbound requests may not go there: 169.254.169.254 is link-local" in text
+    assert not Provider.objects.exists()
+
+
+def test_view_only_staff_never_see_a_password_in_an_old_base_url(client, keyed_provider):
+    # Stored before such URLs were refused (SQL, an old catalog).
+    Provider.objects.filter(pk=keyed_provider.pk).update(
+        base_url="http://ops:hunter2-pass@10.20.30.40:8080/v1"
+    )
+    viewer = staff(client, "viewer", "view_provider")
+    for url in (
+        reverse("admin:probes_provider_changelist"),
+        reverse("admin:probes_provider_change", args=[keyed_provider.pk]),
+    ):
+        text = viewer.get(url).content.decode()
+        assert "10.20.30.40:8080/v1" in text and "hunter2-pass" not in text, url
