@@ -11,6 +11,7 @@ import os
 import re
 import secrets
 from pathlib import Path
+from urllib.parse import quote
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -93,6 +94,33 @@ for _pattern in PROVIDER_KEY_ENV_ALLOWED:
             "(capital letters, digits, _ and the wildcards * and ?), e.g. *_API_KEY"
         )
 
+# Where outbound requests (probes, side requests, alert channels) may go
+# (probes/engine/egress.py): link-local and cloud-metadata addresses are always refused
+# unless EGRESS_ALLOW names them; loopback and private ranges are allowed unless
+# EGRESS_DENY lists them (e.g. 127.0.0.0/8,10.0.0.0/8,172.16.0.0/12,192.168.0.0/16).
+# EGRESS_ALLOW wins over both. Comma-separated addresses or CIDR networks.
+EGRESS_DENY = [str(net) for net in env_ip_networks("EGRESS_DENY")]
+EGRESS_ALLOW = [str(net) for net in env_ip_networks("EGRESS_ALLOW")]
+
+
+def _key_env_hosts(pairs: list[str]) -> dict[str, list[str]]:
+    bound: dict[str, list[str]] = {}
+    for pair in pairs:
+        name, _, host = (part.strip() for part in pair.partition("="))
+        if not re.fullmatch(r"[A-Z_][A-Z0-9_]*", name) or not re.fullmatch(r"[a-z0-9*.-]+", host):
+            raise ImproperlyConfigured(
+                f"PROVIDER_KEY_ENV_HOSTS: {pair!r} is not VARIABLE=host "
+                "(e.g. ACME_API_KEY=api.acme.com; the host may use *, e.g. *.acme.com)"
+            )
+        bound.setdefault(name, []).append(host)
+    return bound
+
+
+# Which hosts a key variable may be sent to, besides the catalog vendors' own bindings
+# (OPENAI_API_KEY to api.openai.com ...; probes/secrets.py): comma-separated VARIABLE=host
+# pairs. Only a superuser may pair a variable with a host it is not bound to.
+PROVIDER_KEY_ENV_HOSTS = _key_env_hosts(env_list("PROVIDER_KEY_ENV_HOSTS"))
+
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", [] if PRODUCTION else ["127.0.0.1", "localhost"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
@@ -113,9 +141,14 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First, so that every answer carries the policy: static files, redirects, 401s and
+    # 429s made by the middleware below as well as the views' pages.
+    "dashboard.middleware.ContentSecurityPolicy",
     "dashboard.middleware.ForwardedProtoFromTrustedProxies",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # Before the session: an over-budget client costs one Redis round trip, no database.
+    "dashboard.ratelimit.RateLimit",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -124,7 +157,6 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "dashboard.middleware.LoginRequiredMiddleware",
-    "dashboard.middleware.ContentSecurityPolicy",
 ]
 
 ROOT_URLCONF = "dashboard.urls"
@@ -252,8 +284,24 @@ ALERTS_MAX_RETRIES = env_int("ALERTS_MAX_RETRIES", 6, minimum=0)
 
 # Celery: JSON only, late acks so a killed worker's probe is redelivered, no results
 # stored in Redis (every probe's result is a ProbeRun row).
-CELERY_BROKER_URL = env_redis_url("CELERY_BROKER_URL", "redis://127.0.0.1:6379/0")
-REDIS_URL = env_redis_url("REDIS_URL", CELERY_BROKER_URL)
+# REDIS_PASSWORD (or its _FILE, a Docker secret) goes into both URLs when they carry none,
+# so the password is never part of a variable `docker inspect` shows.
+_redis_password = env_secret("REDIS_PASSWORD")
+
+
+def _with_redis_password(url: str) -> str:
+    if not _redis_password or not url.startswith(("redis://", "rediss://")):
+        return url
+    scheme, rest = url.split("://", 1)
+    if "@" in rest.split("/", 1)[0]:
+        return url  # the URL names its own credentials
+    return f"{scheme}://:{quote(_redis_password, safe='')}@{rest}"
+
+
+CELERY_BROKER_URL = _with_redis_password(
+    env_redis_url("CELERY_BROKER_URL", "redis://127.0.0.1:6379/0")
+)
+REDIS_URL = _with_redis_password(env_redis_url("REDIS_URL", CELERY_BROKER_URL))
 # Where a worker keeps finished runs while Postgres and Redis are both away (probes/run_spool.py).
 RUN_SPOOL_DIR = Path(env_str("RUN_SPOOL_DIR", str(VAR_DIR / "run-spool")))
 CELERY_TASK_SERIALIZER = "json"
@@ -288,6 +336,15 @@ if SITE_URL and not SITE_URL.startswith(("http://", "https://")):
 
 # Pages: public read-only by default; REQUIRE_LOGIN=true for private deployments.
 REQUIRE_LOGIN = env_bool("REQUIRE_LOGIN", False)
+# /status's details (database, queues, worker hosts, key problems) for anonymous visitors:
+# off in production (staff see them; monitors get ok / fail and the status code), on for
+# the local embedded run and tests.
+STATUS_PUBLIC_DETAILS = env_bool("STATUS_PUBLIC_DETAILS", not PRODUCTION)
+# Requests per minute per client address, pages and API (dashboard/ratelimit.py), and
+# sign-in attempts per hour per address; 0 switches a limit off (the default under tests,
+# whose one client makes hundreds of requests a minute).
+RATE_LIMIT_PER_MINUTE = env_int("RATE_LIMIT_PER_MINUTE", 0 if TESTING else 120, minimum=0)
+LOGIN_ATTEMPTS_PER_HOUR = env_int("LOGIN_ATTEMPTS_PER_HOUR", 0 if TESTING else 20, minimum=0)
 # With REQUIRE_LOGIN, Prometheus scrapes /metrics with `Authorization: Bearer <token>`.
 # Empty: /metrics needs a login like every page.
 METRICS_BEARER_TOKEN = env_secret("METRICS_BEARER_TOKEN")

@@ -1,8 +1,11 @@
 """The operator's console: the catalog (what we probe) and read-only views of what we measured.
 
-API keys are write-only here: the form takes a new key, stores it encrypted, and never
-renders a stored one back (not even masked). Saving a key enables the provider, so adding a
-key is the only edit needed to start probing it.
+API keys and extra headers are write-only here: the form takes new ones, and never
+renders stored ones back (not even masked; headers show their names only). Saving a key
+enables the provider, so adding a key is the only edit needed to start probing it. Moving
+a provider to another scheme, host or port drops its stored key and headers unless they
+are entered again (Provider.forget_secrets_if_moved), and a key variable goes only to the
+hosts it is bound to unless a superuser says otherwise (secrets.env_host_refusal).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from django.http import HttpRequest
 from django.urls import path
 from django.utils.html import format_html
 
-from probes import admin_actions, admin_add_endpoint, onboarding
+from probes import admin_actions, admin_add_endpoint, onboarding, secrets
 from probes.models import (
     CanonicalModel,
     Claim,
@@ -28,11 +31,15 @@ from probes.models import (
     WorkerCalibration,
     Workload,
 )
+from probes.models.providers import origin, url_without_password
+from probes.models.validators import validate_headers
 
 PRICE_FIELDS = ["effective_from", "input_per_m", "cached_input_per_m", "output_per_m", "source_url"]
 _NEGATIVE_PRICE = {"min_value": "A price cannot be negative."}
-# Form-only fields that take a key in; never rendered back, never shown read-only.
-WRITE_ONLY_FIELDS = ["api_key", "forget_api_key"]
+# Form-only fields that take secrets in; never rendered back, never shown read-only.
+KEY_FIELDS = ["api_key", "forget_api_key"]
+HEADER_FIELDS = ["new_extra_headers", "forget_extra_headers"]
+WRITE_ONLY_FIELDS = KEY_FIELDS + HEADER_FIELDS
 
 
 class ProviderForm(forms.ModelForm):
@@ -48,6 +55,18 @@ class ProviderForm(forms.ModelForm):
     forget_api_key = forms.BooleanField(
         label="Forget the stored key", required=False, help_text="Deletes the encrypted key."
     )
+    new_extra_headers = forms.JSONField(
+        label="Extra headers",
+        required=False,
+        # Never filled in: header values may be credentials, like the key.
+        widget=forms.Textarea(attrs={"rows": 2, "autocomplete": "off"}),
+        help_text='Write-only, like the key: a JSON object of strings, {"X-Name": "value"}, '
+        "replacing the stored headers. Leave empty to keep them.",
+    )
+    forget_extra_headers = forms.BooleanField(label="Forget the stored headers", required=False)
+    # Set by ProviderAdmin.get_form: who is saving (only a superuser may bind a key
+    # variable to a host it is not bound to).
+    user = None
 
     class Meta:
         model = Provider
@@ -60,7 +79,6 @@ class ProviderForm(forms.ModelForm):
             "simulated",
             "api_key_env",
             "requires_key",
-            "extra_headers",
             "max_concurrency",
             "connect_timeout_s",
             "first_token_timeout_s",
@@ -96,10 +114,37 @@ class ProviderForm(forms.ModelForm):
             raise forms.ValidationError(
                 "Either enter a new key or forget the stored one, not both."
             )
+        self._check_key_binding(data)
         return data
+
+    def clean_new_extra_headers(self):
+        headers = self.cleaned_data.get("new_extra_headers")
+        if headers in (None, "", {}):
+            return None
+        validate_headers(headers)
+        return headers
+
+    def _check_key_binding(self, data: dict) -> None:
+        """A key variable goes only to the hosts it is bound to, unless a superuser pairs
+        them. Checked when the pairing is new: an unchanged provider a superuser set up
+        stays editable."""
+        name, url = data.get("api_key_env"), data.get("base_url")
+        if not name or not url or (self.user is not None and self.user.is_superuser):
+            return
+        old = self.instance
+        if old.pk and old.api_key_env == name and origin(old.base_url) == origin(url):
+            return
+        refusal = secrets.env_host_refusal(name, url)
+        if refusal:
+            self.add_error("api_key_env", refusal[0].upper() + refusal[1:] + ".")
 
     def save(self, commit: bool = True) -> Provider:
         provider = super().save(commit=False)
+        if self.cleaned_data.get("forget_extra_headers"):
+            provider.extra_headers = {}
+        elif self.cleaned_data.get("new_extra_headers"):
+            provider.extra_headers = self.cleaned_data["new_extra_headers"]
+            provider.headers_entered = True
         if self.cleaned_data.get("forget_api_key"):
             provider.set_api_key("")
         elif self.cleaned_data.get("api_key"):
@@ -122,11 +167,11 @@ class EndpointInline(admin.TabularInline):
 @admin.register(Provider)
 class ProviderAdmin(admin.ModelAdmin):
     form = ProviderForm
-    list_display = ["name", "api_style", "base_url", "key_status", "enabled", "simulated"]
+    list_display = ["name", "api_style", "shown_base_url", "key_status", "enabled", "simulated"]
     list_filter = ["enabled", "simulated", "api_style"]
     search_fields = ["name", "slug", "base_url"]
     prepopulated_fields = {"slug": ["name"]}
-    readonly_fields = ["key_status", "backoff_until"]
+    readonly_fields = ["key_status", "header_names", "shown_base_url", "backoff_until"]
     inlines = [EndpointInline]
     fieldsets = [
         (None, {"fields": ["name", "slug", "api_style", "base_url", "enabled", "simulated"]}),
@@ -136,7 +181,7 @@ class ProviderAdmin(admin.ModelAdmin):
                 "fields": [
                     "key_status",
                     "api_key_env",
-                    *WRITE_ONLY_FIELDS,
+                    *KEY_FIELDS,
                     "requires_key",
                 ],
                 "description": "The key is read from the named environment variable when it is "
@@ -148,7 +193,8 @@ class ProviderAdmin(admin.ModelAdmin):
             "Requests",
             {
                 "fields": [
-                    "extra_headers",
+                    "header_names",
+                    *HEADER_FIELDS,
                     "max_concurrency",
                     ("connect_timeout_s", "first_token_timeout_s"),
                     ("stall_timeout_s", "total_timeout_s"),
@@ -191,13 +237,49 @@ class ProviderAdmin(admin.ModelAdmin):
         if can_write:
             return fieldsets
         return [
-            (name, {**opts, "fields": [f for f in opts["fields"] if f not in WRITE_ONLY_FIELDS]})
+            (
+                name,
+                {
+                    **opts,
+                    "fields": [
+                        "shown_base_url" if f == "base_url" else f
+                        for f in opts["fields"]
+                        if f not in WRITE_ONLY_FIELDS
+                    ],
+                },
+            )
             for name, opts in fieldsets
         ]
 
     @admin.display(description="API key")
     def key_status(self, provider: Provider) -> str:
         return provider.key_status
+
+    @admin.display(description="base URL", ordering="base_url")
+    def shown_base_url(self, provider: Provider) -> str:
+        # A row saved before credentials in URLs were refused (SQL, an old catalog) shows
+        # its host and path, never the user name and password.
+        return url_without_password(provider.base_url)
+
+    @admin.display(description="extra headers sent")
+    def header_names(self, provider: Provider) -> str:
+        # Names only: a value may be a credential, and view-only staff see this too.
+        return ", ".join(sorted(provider.extra_headers or {})) or "none"
+
+    def get_form(self, request: HttpRequest, obj=None, change=False, **kwargs):
+        form = super().get_form(request, obj, change=change, **kwargs)
+        form.user = request.user  # a fresh class per call (modelform_factory)
+        return form
+
+    def save_model(self, request: HttpRequest, obj: Provider, form, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        if getattr(obj, "secrets_dropped", False):
+            self.message_user(
+                request,
+                f"{obj}: the scheme, host or port changed, so the stored API key and extra "
+                "headers (given for the old server) were deleted: enter them again.",
+                messages.WARNING,
+            )
 
 
 class PriceForm(forms.ModelForm):

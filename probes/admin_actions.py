@@ -109,7 +109,14 @@ def test_connection(modeladmin, request: HttpRequest, queryset) -> None:
             modeladmin.message_user(request, text, messages.ERROR)
             continue
         if provider.requires_key and not key:
-            modeladmin.message_user(request, f"{provider}: no API key set.", messages.ERROR)
+            text = f"{provider}: no API key set."
+            if provider.api_key_env:
+                # docker-compose gives provider keys to the workers only.
+                text = (
+                    f"{provider}: not sent: {provider.api_key_env} is not set in the web "
+                    "process (provider keys live with the workers, whose probes use it)."
+                )
+            modeladmin.message_user(request, text, messages.ERROR)
             continue
         request_ = ProbeRequest(
             api=provider.api_style,

@@ -7,12 +7,15 @@ not are greyed, "not applicable").
 Step 2, Create: provider, endpoint and probes in one transaction (probes/onboarding.py).
 
 A pasted key never comes back to the page: between the two steps it waits in the
-session, encrypted like a stored key.
+session, encrypted like a stored key. A named key variable is never read here: the web
+process holds no provider keys (the workers do), so the test goes without a key unless
+one is pasted, and the variable must be bound to the URL's host unless a superuser
+saves it (secrets.env_host_refusal). The test shows the status and the error's class,
+never the server's words: the URL may point at an internal service.
 """
 
 from __future__ import annotations
 
-import os
 from urllib.parse import urlsplit
 
 from django import forms
@@ -113,26 +116,41 @@ class AddEndpointForm(forms.Form):
             raise ValidationError(f"API key variable {refusal}.")
         return name
 
+    def __init__(self, *args, user=None, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.user = user
+
     def clean(self) -> dict:
         data = super().clean()
         if data.get("api_key") and data.get("api_key_env"):
             raise ValidationError("Either name an environment variable or paste a key, not both.")
+        name, url = data.get("api_key_env"), data.get("base_url")
+        if name and url and not (self.user is not None and self.user.is_superuser):
+            refusal = secrets.env_host_refusal(name, url)
+            if refusal:
+                self.add_error("api_key_env", refusal[0].upper() + refusal[1:] + ".")
         return data
 
 
 def _key(form: AddEndpointForm, request: HttpRequest) -> str:
-    """The key to test with: pasted now, pasted at the test step, or from the variable."""
+    """The key to test with: pasted now or at the test step. Never a named variable's:
+    the web process has no provider keys, and staff here may not read the workers'."""
     data = form.cleaned_data
     if data.get("api_key"):
         return data["api_key"]
-    if data.get("api_key_env"):
-        return os.environ.get(data["api_key_env"], "")
-    stored = request.session.get(SESSION_KEY)
-    return secrets.decrypt(stored) if stored else ""
+    stored = None if data.get("api_key_env") else request.session.get(SESSION_KEY)
+    return (secrets.decrypt(stored) or "") if stored else ""
 
 
 def _default_name(base_url: str) -> str:
-    return urlsplit(base_url).netloc or base_url
+    """hostname[:port]: never the URL's user info (a password would become a public name)."""
+    parts = urlsplit(base_url)
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    host = parts.hostname or base_url
+    return f"{host}:{port}" if port else host
 
 
 def _filled(form: AddEndpointForm, report: connection_check.ConnectionReport) -> AddEndpointForm:
@@ -151,7 +169,7 @@ def _filled(form: AddEndpointForm, report: connection_check.ConnectionReport) ->
         data["model_name"] = form.cleaned_data["model_id"]
     proposals = onboarding.propose(report.context_tokens, report.safe_concurrency)
     data.setlist("workloads", [str(p.workload.pk) for p in proposals if p.fits])
-    return AddEndpointForm(data)
+    return AddEndpointForm(data, user=form.user)
 
 
 def add_endpoint_view(model_admin, request: HttpRequest) -> HttpResponse:
@@ -160,7 +178,7 @@ def add_endpoint_view(model_admin, request: HttpRequest) -> HttpResponse:
         raise PermissionDenied
     report = None
     if request.method == "POST":
-        form = AddEndpointForm(request.POST)
+        form = AddEndpointForm(request.POST, user=request.user)
         action = request.POST.get("action", "test")
         if form.is_valid() and action == "test":
             key = _key(form, request)
@@ -172,8 +190,13 @@ def add_endpoint_view(model_admin, request: HttpRequest) -> HttpResponse:
                 form.cleaned_data["api_style"],
                 key or None,
             )
-            if report.error:
-                report.error = secrets.redact(report.error, [key] if key else [])
+            report.error = connection_check.error_class(report.error)
+            if form.cleaned_data.get("api_key_env") and not key:
+                report.notes.append(
+                    f"Tested without a key: {form.cleaned_data['api_key_env']} is read by the "
+                    "workers only. Paste the key to test with it, or create the endpoint and "
+                    "its first runs will tell."
+                )
             form = _filled(form, report)
             form.is_valid()
         elif form.is_valid():
@@ -182,7 +205,7 @@ def add_endpoint_view(model_admin, request: HttpRequest) -> HttpResponse:
                 return redirect(reverse("admin:probes_provider_change", args=[created]))
     else:
         request.session.pop(SESSION_KEY, None)
-        form = AddEndpointForm()
+        form = AddEndpointForm(user=request.user)
     context_tokens = form.cleaned_data.get("context_tokens") if form.is_bound else None
     slots = form.cleaned_data.get("max_concurrency") if form.is_bound else None
     chosen = {str(w.pk) for w in form.cleaned_data.get("workloads", [])} if form.is_bound else set()

@@ -24,6 +24,7 @@ them still gets a verdict from the streamed request alone.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -73,6 +74,23 @@ class ConnectionReport:
         if self.total_slots:
             return max(1, min(self.total_slots, 4))
         return 1
+
+
+_HTTP_STATUS = re.compile(r"^HTTP \d{3}")
+_ERROR_CLASS = re.compile(r"^[A-Z][A-Za-z]*(?:Error|Timeout|Exception|Refused)\b")
+
+
+def error_class(error: str) -> str:
+    """What a failed test may show before the endpoint is saved: the HTTP status or the
+    exception's class, and the egress policy's own refusal; never the server's words (the
+    URL may be an internal service whose 403 page is no business of the form's)."""
+    if "egress policy:" in error:
+        return error[error.index("egress policy:") :]
+    for pattern in (_HTTP_STATUS, _ERROR_CLASS):
+        found = pattern.match(error)
+        if found:
+            return found.group(0)
+    return ""
 
 
 def server_root(base_url: str) -> str:

@@ -93,6 +93,8 @@ def test_secrets_reach_every_service_as_docker_secrets(compose):
         "FIELD_ENCRYPTION_KEY",
         "FIELD_ENCRYPTION_KEY_FALLBACKS",
         "POSTGRES_PASSWORD",
+        "POSTGRES_SUPERUSER_PASSWORD",
+        "REDIS_PASSWORD",
         "EMAIL_HOST_PASSWORD",
         "METRICS_BEARER_TOKEN",
     ):
@@ -101,9 +103,43 @@ def test_secrets_reach_every_service_as_docker_secrets(compose):
     web = compose["services"]["web"]["environment"]
     assert web["DATABASE_URL"] == "postgresql://inferwatch@postgres:5432/inferwatch"
     assert web["DATABASE_PASSWORD_FILE"] == "/run/secrets/postgres_password"
-    assert compose["services"]["postgres"]["environment"]["POSTGRES_PASSWORD_FILE"] == (
-        "/run/secrets/postgres_password"
-    )
+    postgres = compose["services"]["postgres"]["environment"]
+    assert postgres["APP_PASSWORD_FILE"] == "/run/secrets/postgres_password"
+    assert postgres["POSTGRES_PASSWORD_FILE"] == "/run/secrets/postgres_superuser_password"
+
+
+def test_the_app_connects_as_its_own_role_not_the_superuser(compose):
+    postgres = compose["services"]["postgres"]
+    superuser = postgres["environment"]["POSTGRES_USER"]
+    app_user = compose["services"]["web"]["environment"]["DATABASE_URL"].split("//")[1]
+    assert app_user.startswith("inferwatch@") and superuser != "inferwatch"
+    (init,) = postgres["configs"]
+    assert init["target"].startswith("/docker-entrypoint-initdb.d/")
+    script = compose["configs"][init["source"]]["content"]
+    assert "CREATE ROLE inferwatch LOGIN" in script and "NOSUPERUSER" in script
+    assert "NOCREATEROLE" in script and "CREATE DATABASE inferwatch OWNER inferwatch" in script
+
+
+def test_redis_requires_a_password_from_a_docker_secret(compose):
+    redis = compose["services"]["redis"]
+    command = " ".join(redis["command"])
+    assert "requirepass" in command and "/run/secrets/redis_password" in command
+    assert "redis_password" in redis["secrets"]
+    # On the command line the password would show in `ps`: it goes through a file.
+    assert "--requirepass" not in command
+    assert "REDISCLI_AUTH" in " ".join(redis["healthcheck"]["test"])
+    for name in ("web", "worker", "worker-eu-west", "beat"):
+        environment = compose["services"][name]["environment"]
+        assert environment["REDIS_PASSWORD_FILE"] == "/run/secrets/redis_password", name
+        assert "@" not in environment["CELERY_BROKER_URL"], name
+    assert "REDIS_PASSWORD_FILE" in " ".join(compose["services"]["beat"]["healthcheck"]["test"])
+
+
+def test_only_the_workers_get_provider_keys(compose):
+    for name in ("web", "beat"):
+        assert not any(k.endswith("_API_KEY") for k in compose["services"][name]["environment"])
+    for name in ("worker", "worker-eu-west"):
+        assert "OPENAI_API_KEY" in compose["services"][name]["environment"], name
 
 
 def test_the_web_port_is_published_on_localhost_unless_told_otherwise(compose):

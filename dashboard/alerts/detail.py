@@ -17,7 +17,7 @@ _MAX_POINTS = 2000
 
 
 def _series_runs(event: AlertEvent) -> QuerySet[ProbeRun]:
-    return ProbeRun.objects.filter(
+    return ProbeRun.objects.listing().filter(
         endpoint_id=event.endpoint_id, workload_id=event.workload_id, region=event.region
     )
 

@@ -13,9 +13,10 @@ from dashboard.status.checks import FAIL, OK, as_dict, run_checks
 
 
 def _may_see_details(request: HttpRequest) -> bool:
-    """Everyone on a public site; with REQUIRE_LOGIN, staff only (the details name hosts,
-    queues and workers). Anonymous monitors still get ok / fail and the status code."""
-    if not settings.REQUIRE_LOGIN:
+    """Staff only (the details name the database, hosts, queues, workers and key problems),
+    unless STATUS_PUBLIC_DETAILS opens them on a site without REQUIRE_LOGIN (the default
+    outside production). Anonymous monitors still get ok / fail and the status code."""
+    if settings.STATUS_PUBLIC_DETAILS and not settings.REQUIRE_LOGIN:
         return True
     # No session cookie, no session lookup: /status must answer when the database is down.
     if settings.SESSION_COOKIE_NAME not in request.COOKIES:

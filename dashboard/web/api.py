@@ -134,6 +134,10 @@ def _guard(view):
     return require_safe(wrapped)
 
 
+def _is_staff(request: HttpRequest) -> bool:
+    return request.user.is_active and request.user.is_staff
+
+
 @_guard
 def index(request: HttpRequest) -> JsonResponse:
     names = ["leaderboard", "series", "runs", "catalog", "openapi"]
@@ -239,7 +243,7 @@ RUN_FILTERS = [
 
 def filter_runs(params: Mapping[str, str]):
     """Runs matching the API filters, newest first; BadRequest on unknown values."""
-    runs = ProbeRun.objects.select_related(
+    runs = ProbeRun.objects.listing().select_related(
         "endpoint__provider", "endpoint__canonical_model", "workload"
     )
     if params.get("endpoint"):
@@ -337,7 +341,16 @@ def runs(request: HttpRequest, csv_suffix: bool = False) -> HttpResponse:
 @_guard
 def catalog(request: HttpRequest, csv_suffix: bool = False) -> HttpResponse:
     _check_params(request.GET, [])
-    endpoints = list(Endpoint.objects.select_related("provider", "canonical_model"))
+    # Switched-off providers (a key not yet set, an internal server parked) are the
+    # operator's business: staff see them, visitors do not.
+    providers = (
+        Provider.objects.all() if _is_staff(request) else Provider.objects.filter(enabled=True)
+    )
+    endpoints = list(
+        Endpoint.objects.select_related("provider", "canonical_model").filter(
+            provider__in=providers
+        )
+    )
     prices = leaderboards.current_prices(e.pk for e in endpoints)
     endpoint_rows = []
     for e in endpoints:
@@ -372,7 +385,7 @@ def catalog(request: HttpRequest, csv_suffix: bool = False) -> HttpResponse:
                     "api_style": p.api_style,
                     "website": p.website,
                 }
-                for p in Provider.objects.all()
+                for p in providers
             ],
             "models": [
                 {

@@ -150,7 +150,8 @@ def _history_context(request: HttpRequest, endpoints: list[Endpoint]) -> dict:
 
 def _recent_runs(**scope) -> list[ProbeRun]:
     return list(
-        ProbeRun.objects.filter(**scope)
+        ProbeRun.objects.listing()
+        .filter(**scope)
         .select_related("endpoint__provider", "endpoint__canonical_model", "workload")
         .order_by("-started_at", "-id")[:RECENT_RUNS]
     )
@@ -245,7 +246,8 @@ def run_page(request: HttpRequest, pk: int) -> HttpResponse:
     members = []
     if run.role != "single":
         members = list(
-            ProbeRun.objects.filter(run_group=run.run_group)
+            ProbeRun.objects.listing()
+            .filter(run_group=run.run_group)
             .select_related("workload")
             .order_by("request_index")
         )

@@ -25,6 +25,8 @@ from typing import Any, TypeVar
 import httpx
 import orjson
 
+from . import egress
+
 T = TypeVar("T")
 
 
@@ -149,7 +151,9 @@ def bounded_request_sync(
 
     async def go() -> BoundedResponse:
         async with httpx.AsyncClient(
-            follow_redirects=follow_redirects, verify=verify, timeout=httpx.Timeout(deadline_s)
+            follow_redirects=follow_redirects,
+            timeout=httpx.Timeout(deadline_s),
+            transport=egress.async_transport(verify=verify),
         ) as client:
             return await bounded_request(
                 client,

@@ -29,7 +29,7 @@ from typing import Any
 
 import httpx
 
-from . import bounded, fastread, http_errors, sanitize, tokenize, tokens
+from . import bounded, egress, fastread, http_errors, sanitize, tokenize, tokens
 from .dialects import StreamRecorder, new_recorder
 from .fastread import ResponseTooLarge
 from .metrics import ServerCount, fill_metrics, prompt_texts, stream_counts
@@ -161,9 +161,11 @@ class _Measurement:
         try:
             async with httpx.AsyncClient(
                 timeout=timeout,
-                limits=httpx.Limits(max_connections=1, max_keepalive_connections=1),
                 follow_redirects=False,
-                verify=_ssl_context(),
+                transport=egress.async_transport(
+                    limits=httpx.Limits(max_connections=1, max_keepalive_connections=1),
+                    verify=_ssl_context(),
+                ),
             ) as client:
                 if req.warm:
                     await self._warm_up(client)
@@ -446,8 +448,12 @@ class _Measurement:
             result.error = http_errors.redact(error, known)
         elif result.error:
             result.error = http_errors.redact(result.error, known)
-        if result.error_detail is not None:
-            result.error_detail = http_errors.redact_object(result.error_detail, known)
+        # Every provider-supplied object we store and show (a proxy that echoes the key
+        # inside usage would otherwise put it on the public run page).
+        for name in ("error_detail", "usage", "server_timing", "rate_limit"):
+            value = getattr(result, name)
+            if value is not None:
+                setattr(result, name, http_errors.redact_object(value, known))
         sanitize.sanitize_result(result)
 
     def _status(self) -> tuple[str, str | None]:

@@ -25,7 +25,7 @@ from typing import Any
 import httpx
 import orjson
 
-from . import bounded
+from . import bounded, egress
 
 # The per-endpoint setting: the method used when a stream carries no usage.
 METHODS = ("llama.cpp", "vllm", "llama-cpp-python", "ollama")
@@ -111,7 +111,10 @@ async def count_groups(
     """
     root = server_root(base_url)
     hdrs = {"content-type": "application/json", **(headers or {})}
-    async with httpx.AsyncClient(timeout=TIMEOUT_S, follow_redirects=False) as client:
+    transport = egress.async_transport()
+    async with httpx.AsyncClient(
+        timeout=TIMEOUT_S, follow_redirects=False, transport=transport
+    ) as client:
 
         async def one(text: str) -> int:
             url, body = _route(method, root, model, text)

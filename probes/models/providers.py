@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 from django.core.validators import MinValueValidator
 from django.db import models
@@ -98,6 +99,13 @@ class Provider(models.Model):
         return f"{self.name} (simulated)" if self.simulated else self.name
 
     def save(self, *args, **kwargs) -> None:
+        self.secrets_dropped = self.forget_secrets_if_moved()
+        if self.secrets_dropped and kwargs.get("update_fields") is not None:
+            kwargs["update_fields"] = {
+                *kwargs["update_fields"],
+                "api_key_encrypted",
+                "extra_headers",
+            }
         # Re-encrypt a stored key under the current FIELD_ENCRYPTION_KEY, so that old keys
         # can be retired; a key no known secret decrypts is kept as it is (the admin and
         # /status say so), never silently dropped.
@@ -105,6 +113,39 @@ class Provider(models.Model):
         if fields is None or "api_key_encrypted" in fields:
             self.rotate_key()
         super().save(*args, **kwargs)
+        self._remember_credentials()
+
+    @classmethod
+    def from_db(cls, db, field_names, values):
+        provider = super().from_db(db, field_names, values)
+        provider._remember_credentials()
+        return provider
+
+    def _remember_credentials(self) -> None:
+        # What the stored secrets were saved for: a later save that moves the provider to
+        # another server must not take them along (see forget_secrets_if_moved).
+        # A deferred base_url (.only(...)) was not loaded: nothing to compare with.
+        loaded = self.__dict__
+        url = loaded.get("base_url")
+        self._loaded_origin = origin(url) if url is not None else None
+        self._loaded_key = loaded.get("api_key_encrypted")
+        headers = loaded.get("extra_headers")
+        self._loaded_headers = dict(headers) if isinstance(headers, dict) else headers
+
+    def forget_secrets_if_moved(self) -> bool:
+        """Drop the stored key and extra headers when the scheme, host or port changed
+        and they were not entered again with the change: they were given for the old
+        server, and staff who may edit the URL may not read them (True when dropped)."""
+        loaded = getattr(self, "_loaded_origin", None)
+        if loaded is None or loaded == origin(self.base_url):
+            return False
+        dropped = False
+        if self.api_key_encrypted and self.api_key_encrypted == self._loaded_key:
+            self.api_key_encrypted, dropped = "", True
+        entered = getattr(self, "headers_entered", False)
+        if self.extra_headers and self.extra_headers == self._loaded_headers and not entered:
+            self.extra_headers, dropped = {}, True
+        return dropped
 
     def rotate_key(self) -> bool:
         """Re-encrypt the stored key under the current FIELD_ENCRYPTION_KEY (in memory);
@@ -150,6 +191,24 @@ class Provider(models.Model):
     @property
     def probeable(self) -> bool:
         return self.enabled and (self.has_key or not self.requires_key)
+
+
+def origin(url: str) -> tuple[str, str, int | None]:
+    """Scheme, host and port: where a request to `url` goes (a path change stays put)."""
+    parts = urlsplit(url)
+    try:
+        port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
+    except ValueError:
+        port = None
+    return parts.scheme.lower(), (parts.hostname or "").lower(), port
+
+
+def url_without_password(url: str) -> str:
+    """`url` without its user info, for display."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]).geturl()
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,18 @@ STATUSES = STATUS_CHOICES
 RUN_ROLES = [("single", "single request"), ("step", "request of a group"), ("group", "group")]
 
 
+# What a list of runs never shows: the token timeline (up to the engine's limit of entries)
+# and the provider's own usage and timing objects. Only a run's own page reads them.
+HEAVY_FIELDS = ("timeline", "usage", "server_timing")
+
+
+class ProbeRunQuerySet(models.QuerySet):
+    def listing(self):
+        """Runs for a list (API pages, recent runs, a group's members): without the heavy
+        columns, so a page of runs costs the same whatever their timelines hold."""
+        return self.defer(*HEAVY_FIELDS)
+
+
 class ProbeRun(models.Model):
     """One request and its measurement, per the methodology."""
 
@@ -114,6 +126,8 @@ class ProbeRun(models.Model):
     server_timing = models.JSONField(null=True, blank=True)
     timeline = models.JSONField(null=True, blank=True)
     methodology_version = models.CharField(max_length=20)
+
+    objects = ProbeRunQuerySet.as_manager()
 
     class Meta:
         ordering = ["-started_at"]

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import re
 from decimal import Decimal
+from urllib.parse import urlsplit
 
 from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator, URLValidator
 
 from probes import secrets
+from probes.engine import egress
 
 _ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 _REGION = re.compile(r"^[a-z0-9][a-z0-9-]{0,39}$")
@@ -18,6 +20,22 @@ def validate_base_url(value: str) -> None:
     URLValidator(schemes=["http", "https"])(value)
     if value.rstrip("/") != value.rstrip("/").strip() or "?" in value or "#" in value:
         raise ValidationError("The base URL may not contain a query string or fragment.")
+    if "@" in urlsplit(value).netloc:
+        # A password in the URL would be shown wherever the URL is (lists, view-only
+        # pages, the provider's default name): credentials go in the key or headers.
+        raise ValidationError(
+            "The base URL may not contain a user name or password: put the credential in "
+            "the API key (or an extra header), which are stored encrypted and never shown."
+        )
+    # An address the egress policy refuses is refused now, with the reason, rather than
+    # at every probe (a host name is judged by what it resolves to, at each request).
+    host = (urlsplit(value).hostname or "").strip("[]")
+    try:
+        refusal = egress.current().refusal(host)
+    except ValueError:  # a name, not an address
+        refusal = None
+    if refusal:
+        raise ValidationError(f"Outbound requests may not go there: {refusal}.")
 
 
 def validate_env_name(value: str) -> None:

@@ -16,16 +16,23 @@ from dashboard.alerts.transports import (
     kind_choices,
 )
 from dashboard.alerts.transports.base import unexpected_failure
+from probes.models.encrypted import EncryptedJSONField, Undecryptable
 from probes.secrets import redact
+
+UNREADABLE_SETTINGS = (
+    "the channel's settings cannot be decrypted (rotated FIELD_ENCRYPTION_KEY?): add the old "
+    "key to FIELD_ENCRYPTION_KEY_FALLBACKS or enter the settings again"
+)
 
 
 class Channel(models.Model):
     """Where notices go. `config` holds the kind's settings (webhook URLs with their
-    tokens): it is write-only in the admin and masked everywhere it is shown."""
+    tokens): encrypted at rest like provider keys, write-only in the admin and masked
+    everywhere it is shown."""
 
     name = models.CharField(max_length=100)
     kind = models.CharField(max_length=20, choices=kind_choices)
-    config = models.JSONField(default=dict, blank=True)
+    config = EncryptedJSONField(default=dict, blank=True)
     enabled = models.BooleanField(default=True)
     last_error = models.TextField(blank=True, editable=False)
     last_error_at = models.DateTimeField(null=True, blank=True, editable=False)
@@ -69,6 +76,8 @@ class Channel(models.Model):
     def send(self, message: Message) -> None:
         """Deliver now. Whatever goes wrong comes back as a TransportError (so no notice
         stays queued for ever) with secrets removed from its message."""
+        if isinstance(self.config, Undecryptable):
+            raise TransportError(UNREADABLE_SETTINGS, permanent=True)
         try:
             self.transport().send(self.config, message)
         except Exception as exc:

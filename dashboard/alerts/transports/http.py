@@ -17,7 +17,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import URLValidator
 
 from dashboard.alerts.transports.base import Transport, TransportError
-from probes.engine import bounded
+from probes.engine import bounded, egress
 
 TOTAL_TIMEOUT_S = 10.0
 MAX_RESPONSE_BYTES = 64 * 1024
@@ -101,6 +101,9 @@ def bounded_post(
     except bounded.BoundedError as exc:
         raise TransportError(f"unreadable answer ({type(exc).__name__})") from None
     except (httpx.HTTPError, httpx.InvalidURL) as exc:
+        refused = egress.refusal_in(exc)
+        if refused:  # the policy, not the network: retrying cannot help
+            raise TransportError(refused, permanent=True) from None
         raise TransportError(f"connection failed ({type(exc).__name__})") from None
     return response.status_code, response.body
 

@@ -20,10 +20,14 @@ from probes.engine import ProbeRequest, client, dialects, measure_sync
 from probes.simulator import Profile, SimulatorHandle, start_in_thread
 
 
-def _self_signed(directory: Path) -> tuple[Path, Path]:
-    """A certificate for 127.0.0.1, signed by its own key."""
+def _self_signed(directory: Path, host: str = "127.0.0.1") -> tuple[Path, Path]:
+    """A certificate for `host` (an address or a DNS name), signed by its own key."""
     key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, host)])
+    try:
+        alt_name: x509.GeneralName = x509.IPAddress(ipaddress.ip_address(host))
+    except ValueError:
+        alt_name = x509.DNSName(host)
     now = dt.datetime.now(dt.UTC)
     cert = (
         x509.CertificateBuilder()
@@ -34,7 +38,7 @@ def _self_signed(directory: Path) -> tuple[Path, Path]:
         .not_valid_before(now - dt.timedelta(days=1))
         .not_valid_after(now + dt.timedelta(days=1))
         .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            x509.SubjectAlternativeName([alt_name]),
             critical=False,
         )
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)

@@ -1,0 +1,212 @@
+"""Where outbound requests may go: one policy for probes, side requests and alert channels.
+
+A base URL or a webhook URL is typed by staff and a hostname's DNS answer is the
+provider's to choose, so every connection is checked at the address it actually opens:
+
+* always refused (unless EGRESS_ALLOW names them): link-local and cloud-metadata
+  addresses (169.254.0.0/16, fe80::/10, fd00:ec2::254, 100.100.100.200), the unspecified
+  and multicast ranges — a request there reads the host's cloud credentials;
+* allowed by default: loopback and private ranges (self-hosted servers live there, the
+  demo runs on loopback), refused by listing them in EGRESS_DENY on stricter installs;
+* EGRESS_ALLOW wins over both, for the one internal server a strict install probes.
+
+The host is resolved once per connection, every address it resolves to is checked (one
+refused address refuses the host), and the connection is opened to the checked address:
+DNS cannot answer the check with one address and the connection with another. TLS still
+verifies and sends SNI for the hostname (httpcore starts TLS with the origin's host).
+
+Plain Python: the Django side calls `configure()` from its settings (probes/apps.py).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import httpcore
+import httpx
+
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+# Refused whatever EGRESS_DENY says; only EGRESS_ALLOW reopens one of them.
+ALWAYS_REFUSED: tuple[tuple[str, str], ...] = (
+    ("169.254.0.0/16", "link-local (cloud metadata at 169.254.169.254)"),
+    ("fe80::/10", "link-local"),
+    ("fd00:ec2::254/128", "cloud metadata (AWS IPv6)"),
+    ("100.100.100.200/32", "cloud metadata (Alibaba)"),
+    ("0.0.0.0/8", "unspecified"),
+    ("::/128", "unspecified"),
+    ("224.0.0.0/4", "multicast"),
+    ("ff00::/8", "multicast"),
+    ("255.255.255.255/32", "broadcast"),
+)
+_ALWAYS = tuple((ipaddress.ip_network(cidr), why) for cidr, why in ALWAYS_REFUSED)
+
+
+class EgressRefused(httpcore.ConnectError):
+    """A connection the policy refuses. An httpcore.ConnectError, so httpx raises it as
+    httpx.ConnectError with this message and every caller's connection-error handling
+    (a probe's network_error, a channel's failed delivery) applies unchanged."""
+
+
+@dataclass(frozen=True)
+class Policy:
+    deny: tuple[Network, ...] = ()
+    allow: tuple[Network, ...] = ()
+
+    def refusal(self, address: str) -> str | None:
+        """Why a connection to `address` (an IP literal) is refused, or None."""
+        ip = _plain(ipaddress.ip_address(address.split("%", 1)[0]))
+        if any(ip in net for net in self.allow):
+            return None
+        for net, why in _ALWAYS:
+            if ip in net:
+                return f"{ip} is {why}, always refused unless EGRESS_ALLOW names it"
+        for net in self.deny:
+            if ip in net:
+                return f"{ip} is in {net}, refused by EGRESS_DENY"
+        return None
+
+
+def _plain(ip: Address) -> Address:
+    # ::ffff:169.254.169.254 is 169.254.169.254 to the kernel: judge it as such.
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    return ip
+
+
+def parse_networks(items: Iterable[str]) -> tuple[Network, ...]:
+    """CIDRs or addresses (`10.0.0.0/8`, `127.0.0.1`, `::1`); ValueError names a bad one."""
+    networks = []
+    for item in items:
+        try:
+            networks.append(ipaddress.ip_network(item.strip(), strict=False))
+        except ValueError:
+            raise ValueError(f"{item!r} is not an IP address or network") from None
+    return tuple(networks)
+
+
+_policy = Policy()
+_lock = threading.Lock()
+
+
+def configure(deny: Iterable[str] = (), allow: Iterable[str] = ()) -> Policy:
+    """Install the process's policy (EGRESS_DENY, EGRESS_ALLOW); returns it."""
+    global _policy
+    with _lock:
+        _policy = Policy(parse_networks(deny), parse_networks(allow))
+        return _policy
+
+
+def current() -> Policy:
+    return _policy
+
+
+def check_addresses(host: str, addresses: Iterable[str]) -> list[str]:
+    """The addresses to connect to, or EgressRefused when any is refused: a host that
+    resolves partly into a refused range is refused whole (which address a client picks
+    is not ours to predict)."""
+    chosen = list(dict.fromkeys(addresses))
+    if not chosen:
+        raise EgressRefused(f"egress policy: {host} resolves to no address")
+    policy = current()
+    for address in chosen:
+        why = policy.refusal(address)
+        if why:
+            via = "" if _literal(host) else f"{host} resolves to {address}; "
+            raise EgressRefused(f"egress policy: {via}{why}")
+    return chosen
+
+
+def _literal(host: str) -> str | None:
+    try:
+        return str(ipaddress.ip_address(host.strip("[]").split("%", 1)[0]))
+    except ValueError:
+        return None
+
+
+def _lookup(host: str, port: int) -> list[str]:
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError as exc:
+        raise httpcore.ConnectError(f"cannot resolve {host}: {exc}") from None
+    return [str(info[4][0]) for info in infos]
+
+
+def resolve_checked(host: str, port: int) -> list[str]:
+    """Resolve `host` once (blocking) and check every address."""
+    literal = _literal(host)
+    return check_addresses(host, [literal] if literal else _lookup(host, port))
+
+
+async def resolve_checked_async(host: str, port: int, timeout: float | None) -> list[str]:
+    literal = _literal(host)
+    if literal is not None:
+        return check_addresses(host, [literal])
+    try:
+        with anyio.fail_after(timeout):
+            # A thread, as asyncio's own resolver uses: getaddrinfo blocks.
+            found = await anyio.to_thread.run_sync(_lookup, host, port, abandon_on_cancel=True)
+    except TimeoutError:
+        raise httpcore.ConnectTimeout(f"resolving {host} took over {timeout} s") from None
+    return check_addresses(host, found)
+
+
+class PinnedAsyncBackend(httpcore.AsyncNetworkBackend):
+    """httpcore's own backend, connecting to the checked address instead of the name."""
+
+    def __init__(self) -> None:
+        self._inner = httpcore.AnyIOBackend()
+
+    async def connect_tcp(self, host: str, port: int, timeout: float | None = None, **kw: Any):
+        addresses = await resolve_checked_async(host, port, timeout)
+        # The first address only: trying the next on failure would be a second answer.
+        return await self._inner.connect_tcp(addresses[0], port, timeout=timeout, **kw)
+
+    async def connect_unix_socket(self, *args: Any, **kwargs: Any):
+        raise EgressRefused("egress policy: unix sockets are not an outbound destination")
+
+    async def sleep(self, seconds: float) -> None:
+        await self._inner.sleep(seconds)
+
+
+class PinnedSyncBackend(httpcore.NetworkBackend):
+    def __init__(self) -> None:
+        self._inner = httpcore.SyncBackend()
+
+    def connect_tcp(self, host: str, port: int, timeout: float | None = None, **kw: Any):
+        addresses = resolve_checked(host, port)
+        return self._inner.connect_tcp(addresses[0], port, timeout=timeout, **kw)
+
+    def connect_unix_socket(self, *args: Any, **kwargs: Any):
+        raise EgressRefused("egress policy: unix sockets are not an outbound destination")
+
+    def sleep(self, seconds: float) -> None:
+        self._inner.sleep(seconds)
+
+
+def refusal_in(exc: BaseException) -> str | None:
+    """The policy's refusal carried by an httpx error, or None for any other failure."""
+    text = str(exc)
+    return text if text.startswith("egress policy:") else None
+
+
+def async_transport(**kwargs: Any) -> httpx.AsyncHTTPTransport:
+    """An httpx transport whose every connection passes the policy. Pass the TLS and
+    pool options here (`verify=`, `limits=`): a client given a transport ignores its own."""
+    transport = httpx.AsyncHTTPTransport(**kwargs)
+    # httpx 0.28 builds httpcore's pool without a way to name the network backend.
+    transport._pool._network_backend = PinnedAsyncBackend()  # type: ignore[attr-defined]
+    return transport
+
+
+def sync_transport(**kwargs: Any) -> httpx.HTTPTransport:
+    transport = httpx.HTTPTransport(**kwargs)
+    transport._pool._network_backend = PinnedSyncBackend()  # type: ignore[attr-defined]
+    return transport
