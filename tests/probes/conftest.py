@@ -46,8 +46,9 @@ def wait_for(condition: Callable[[], object], timeout_s: float = 20.0, every: fl
 
 
 def current_slot() -> datetime:
-    """A slot due now: a worker skips a slot it could only start late (probes/scheduling/lateness.py),
-    so a test that sends a task by hand must name a slot that is on time."""
+    """A slot due now: a worker skips a slot it could only start late
+    (probes/scheduling/lateness.py), so a test that sends a task by hand must name a slot
+    that is on time."""
     return datetime.now(UTC).replace(microsecond=0)
 
 

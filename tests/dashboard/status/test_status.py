@@ -42,6 +42,7 @@ def test_it_reports_database_and_redis_up_but_no_worker_or_beat_yet(client, redi
         "beat": "fail",
         "queues": "ok",
         "slots": "ok",
+        "capacity": "ok",
         "keys": "ok",
         "read path": "ok",
     }
