@@ -177,6 +177,7 @@ def add_endpoint_view(model_admin, request: HttpRequest) -> HttpResponse:
     if not model_admin.has_add_permission(request):
         raise PermissionDenied
     report = None
+    typed_interval_s = None
     if request.method == "POST":
         form = AddEndpointForm(request.POST)
         action = request.POST.get("action", "test")
@@ -192,6 +193,7 @@ def add_endpoint_view(model_admin, request: HttpRequest) -> HttpResponse:
             )
             if report.error:
                 report.error = secrets.redact(report.error, [key] if key else [])
+            typed_interval_s = form.cleaned_data["interval_s"]
             form = _filled(form, report)
             form.is_valid()
         elif form.is_valid():
@@ -206,10 +208,11 @@ def add_endpoint_view(model_admin, request: HttpRequest) -> HttpResponse:
     chosen = {str(w.pk) for w in form.cleaned_data.get("workloads", [])} if form.is_bound else set()
     plan = None
     if form.is_bound and form.cleaned_data.get("interval_s"):
+        # After a test, the plan at the interval typed: it says why another is proposed.
         plan = onboarding.capacity_proposal(
             list(form.cleaned_data.get("workloads") or []),
             slots,
-            form.cleaned_data["interval_s"],
+            typed_interval_s or form.cleaned_data["interval_s"],
             form.cleaned_data.get("output_tps"),
         )
     context = {

@@ -56,7 +56,8 @@ def _free_slots_of_a_previous_run(sender, **kwargs) -> None:
         log.warning("Could not free the slots of a previous %s (%s)", sender.hostname, exc)
         return
     if freed:
-        log.warning("Freed %d slot(s) held by a previous %s", freed, sender.hostname)
+        how = "that stopped" if clean else "that died"
+        log.warning("Freed %d slot(s) held by a previous %s %s", freed, sender.hostname, how)
     _settle_previous_run(sender.hostname, clean)
 
 

@@ -169,7 +169,7 @@ def _cause(row: DispatchedSlot, known: Known) -> tuple[str, str]:
         row.worker in known.silent or _since(known.killed, row, row.worker)
     ):
         how = "stopped sending heartbeats" if row.worker in known.silent else "restarted"
-        return WORKER_KILLED, f"started on {worker}, which died ({how} without a clean stop)"
+        return WORKER_KILLED, f"started on {worker}, which {how} without a clean stop"
     if _since(known.db_away, row):
         return DATABASE_AWAY, "a worker could not reach the database while the slot was open"
     if row.state == "started":

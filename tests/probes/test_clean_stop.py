@@ -99,7 +99,9 @@ def test_a_worker_restarted_after_dying_settles_its_slots_at_the_next_sweep(make
 
     row.refresh_from_db()
     assert row.state == "lost"
-    assert row.reason.startswith("Lost (worker killed): started on local@box, which died")
+    assert row.reason.startswith(
+        "Lost (worker killed): started on local@box, which restarted without a clean stop"
+    )
 
 
 # -- a real worker stopped with SIGTERM --------------------------------------------------------
