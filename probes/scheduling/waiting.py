@@ -6,7 +6,9 @@ sorted set of when each waiter last looked (a waiter that died stops looking and
 ticket is dropped after STALE_S). A waiter takes its slots only when its ticket heads the
 queues of both caps it needs and both have room, in one Lua script, so two workers never
 take the last slot and a wide parallel group is not starved by narrow probes slipping
-past it. Waiting holds nothing: no cap slot, no connection, only a ticket.
+past it. A ticket joins its worker's queue only once the provider could take it, so a
+slot waiting for one provider never holds up another provider's slots on the same worker.
+Waiting holds nothing: no cap slot, no connection, only a ticket.
 
 The caller says until when it may wait (its lateness budget, probes/scheduling/lateness.py)
 and how to know its worker is stopping; past the first it gets CapFull naming the cap and
@@ -33,31 +35,40 @@ SEP = "|"
 # KEYS: provider queue, provider seen, provider semaphore, worker queue, worker seen,
 # worker semaphore. ARGV: now, ticket, arrival, stale before, provider limit, width,
 # provider lease expiry, worker limit, worker lease expiry, token prefix, queue ttl.
-# Returns {1} when the slots were taken, else {0, provider rank, worker rank}.
+# A ticket joins its worker's queue only once it heads its provider's and the provider has
+# room: a slot waiting for one provider never holds up the worker's slots for another.
+# Returns {1} when the slots were taken, else {0, provider rank, worker rank (-1: not in
+# the worker's queue yet)}.
 _TAKE = """
 local now = tonumber(ARGV[1])
-local function enqueue(queue, seen)
-    redis.call('ZADD', queue, 'NX', ARGV[3], ARGV[2])
-    redis.call('ZADD', seen, now, ARGV[2])
+local function clean(queue, seen)
     for _, stale in ipairs(redis.call('ZRANGEBYSCORE', seen, '-inf', '(' .. ARGV[4])) do
         redis.call('ZREM', queue, stale)
         redis.call('ZREM', seen, stale)
     end
+end
+local function join(queue, seen)
+    redis.call('ZADD', queue, 'NX', ARGV[3], ARGV[2])
+    redis.call('ZADD', seen, now, ARGV[2])
     redis.call('EXPIRE', queue, ARGV[11])
     redis.call('EXPIRE', seen, ARGV[11])
     return redis.call('ZRANK', queue, ARGV[2])
 end
-local provider_rank = enqueue(KEYS[1], KEYS[2])
-local worker_rank = enqueue(KEYS[4], KEYS[5])
-if provider_rank ~= 0 or worker_rank ~= 0 then
-    return {0, provider_rank, worker_rank}
+clean(KEYS[1], KEYS[2])
+clean(KEYS[4], KEYS[5])
+if redis.call('ZSCORE', KEYS[4], ARGV[2]) then
+    redis.call('ZADD', KEYS[5], now, ARGV[2])
 end
 redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
 redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now)
 local width = tonumber(ARGV[6])
-if redis.call('ZCARD', KEYS[3]) + width > tonumber(ARGV[5])
-        or redis.call('ZCARD', KEYS[6]) + 1 > tonumber(ARGV[8]) then
-    return {0, 0, 0}
+local provider_rank = join(KEYS[1], KEYS[2])
+if provider_rank ~= 0 or redis.call('ZCARD', KEYS[3]) + width > tonumber(ARGV[5]) then
+    return {0, provider_rank, -1}
+end
+local worker_rank = join(KEYS[4], KEYS[5])
+if worker_rank ~= 0 or redis.call('ZCARD', KEYS[6]) + 1 > tonumber(ARGV[8]) then
+    return {0, 0, worker_rank}
 end
 for i = 1, width do
     redis.call('ZADD', KEYS[3], ARGV[7], ARGV[10] .. i)
@@ -158,10 +169,8 @@ def wait_for_slots(
 
 def _why(client: redis.Redis, got: list, provider_sem, worker_sem, provider_name: str) -> str:
     provider_rank, worker_rank = got[1], got[2]
-    provider_full = len(holders(client, provider_sem.key)) >= provider_sem.limit
-    if provider_full or provider_rank:
+    if worker_rank < 0:  # still waiting for the provider: its cap, or those ahead of it
         why = describe(client, f"provider {provider_name}", provider_sem)
-        ahead = f", {provider_rank} earlier slot(s) waiting" if provider_rank else ""
-        return why + ahead
+        return why + (f", {provider_rank} earlier slot(s) waiting" if provider_rank else "")
     why = describe(client, "worker", worker_sem, "probe slots")
     return why + (f", {worker_rank} earlier slot(s) waiting" if worker_rank else "")

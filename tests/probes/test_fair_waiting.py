@@ -94,6 +94,21 @@ def test_a_wide_group_is_not_overtaken_by_narrow_probes_that_came_later(make_pro
     assert order == ["wide", "narrow"]
 
 
+def test_a_slot_waiting_for_one_provider_does_not_hold_up_another_on_its_worker(make_probe):
+    _, busy = one_slot(make_probe)
+    _, free = one_slot(make_probe)
+    order: list = []
+    with caps.probe_slots(busy, "w1", wait=caps.Wait(time.time() + 1, "holder")):
+        stuck = waiter(busy, "stuck", 3, order)
+        time.sleep(0.3)
+        started = time.monotonic()
+        with caps.probe_slots(free, "w1", wait=caps.Wait(time.time() + 5, "other")):
+            order.append("other")
+        assert time.monotonic() - started < 0.5
+    stuck.join(5)
+    assert order == ["other", "stuck"]
+
+
 def test_a_ticket_left_by_a_dead_waiter_does_not_block_the_queue(make_probe, clean_redis):
     _, provider = one_slot(make_probe)
     queue, seen = waiting._queues(caps.provider_semaphore(provider))
