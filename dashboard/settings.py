@@ -349,11 +349,20 @@ LOGIN_ATTEMPTS_PER_HOUR = env_int("LOGIN_ATTEMPTS_PER_HOUR", 0 if TESTING else 2
 # Empty: /metrics needs a login like every page.
 METRICS_BEARER_TOKEN = env_secret("METRICS_BEARER_TOKEN")
 
+LOG_LEVEL = env_str("LOG_LEVEL", "INFO")
+# A worker's log has one line per slot outcome at most (probes/tasks.py): Celery's own
+# per-task "received" and "succeeded" lines only with LOG_LEVEL=DEBUG.
+_CELERY_TASK_LINES = {"level": "DEBUG" if LOG_LEVEL.upper() == "DEBUG" else "WARNING"}
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    "loggers": {"httpx": {"level": "WARNING"}, "httpcore": {"level": "WARNING"}},
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    "loggers": {
+        "httpx": {"level": "WARNING"},
+        "httpcore": {"level": "WARNING"},
+        "celery.worker.strategy": _CELERY_TASK_LINES,
+        "celery.app.trace": _CELERY_TASK_LINES,
+    },
 }

@@ -18,7 +18,7 @@ from django.http import HttpRequest
 from django.urls import path
 from django.utils.html import format_html
 
-from probes import admin_actions, admin_add_endpoint, onboarding, secrets
+from probes import admin_actions, admin_add_endpoint, admin_capacity, onboarding, secrets
 from probes.models import (
     CanonicalModel,
     Claim,
@@ -167,11 +167,25 @@ class EndpointInline(admin.TabularInline):
 @admin.register(Provider)
 class ProviderAdmin(admin.ModelAdmin):
     form = ProviderForm
-    list_display = ["name", "api_style", "shown_base_url", "key_status", "enabled", "simulated"]
+    list_display = [
+        "name",
+        "api_style",
+        "shown_base_url",
+        "key_status",
+        "enabled",
+        "simulated",
+        "utilisation",
+    ]
     list_filter = ["enabled", "simulated", "api_style"]
     search_fields = ["name", "slug", "base_url"]
     prepopulated_fields = {"slug": ["name"]}
-    readonly_fields = ["key_status", "header_names", "shown_base_url", "backoff_until"]
+    readonly_fields = [
+        "key_status",
+        "header_names",
+        "shown_base_url",
+        "backoff_until",
+        "capacity_plan",
+    ]
     inlines = [EndpointInline]
     fieldsets = [
         (None, {"fields": ["name", "slug", "api_style", "base_url", "enabled", "simulated"]}),
@@ -196,6 +210,7 @@ class ProviderAdmin(admin.ModelAdmin):
                     "header_names",
                     *HEADER_FIELDS,
                     "max_concurrency",
+                    "capacity_plan",
                     ("connect_timeout_s", "first_token_timeout_s"),
                     ("stall_timeout_s", "total_timeout_s"),
                     "backoff_until",
@@ -273,6 +288,8 @@ class ProviderAdmin(admin.ModelAdmin):
 
     def save_model(self, request: HttpRequest, obj: Provider, form, change: bool) -> None:
         super().save_model(request, obj, form, change)
+        if change:
+            admin_capacity.replan_after_provider_edit(obj, set(form.changed_data))
         if getattr(obj, "secrets_dropped", False):
             self.message_user(
                 request,
@@ -280,6 +297,14 @@ class ProviderAdmin(admin.ModelAdmin):
                 "headers (given for the old server) were deleted: enter them again.",
                 messages.WARNING,
             )
+
+    @admin.display(description="cap used")
+    def utilisation(self, provider: Provider) -> str:
+        return admin_capacity.utilisation_cell(provider)
+
+    @admin.display(description="capacity plan")
+    def capacity_plan(self, provider: Provider) -> str:
+        return admin_capacity.utilisation_text(provider) if provider.pk else "–"
 
 
 class PriceForm(forms.ModelForm):
@@ -434,7 +459,16 @@ class ProbeAdmin(admin.ModelAdmin):
     form = ProbeForm
     # Compact columns: with the admin's navigation and filter sidebars, the list must fit
     # a laptop screen (1,400 px) without hiding its last columns.
-    list_display = ["id", "target", "region", "interval_s", "enabled", "applicable", "schedule"]
+    list_display = [
+        "id",
+        "target",
+        "region",
+        "interval_s",
+        "enabled",
+        "applicable",
+        "schedule",
+        "skips",
+    ]
     list_editable = ["interval_s", "enabled"]
     list_filter = ["enabled", "region", "workload", "endpoint__provider"]
     list_select_related = ["endpoint__provider", "workload"]
@@ -468,6 +502,15 @@ class ProbeAdmin(admin.ModelAdmin):
             f"{probe.next_run_at:%m-%d %H:%M:%S}",
             f"{last:%m-%d %H:%M:%S}" if last else "never",
         )
+
+    @admin.display(description="skipped (24 h)")
+    def skips(self, probe: Probe) -> str:
+        return admin_capacity.skips_cell(probe)
+
+    def save_model(self, request: HttpRequest, obj, form, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        # A new or rescheduled probe gets a phase apart from those sharing its caps.
+        admin_capacity.replan_after_probe_edit(obj, set(form.changed_data), not change)
 
     def get_changelist_form(self, request: HttpRequest, **kwargs):
         # The list's inline-edited intervals get the same clear messages as the change form.

@@ -101,6 +101,15 @@ class AddEndpointForm(forms.Form):
         label="Interval (seconds)",
         initial=onboarding.DEFAULT_INTERVAL_S,
         validators=[MinValueValidator(10)],
+        help_text="Test connection proposes a longer one when the probes would not fit "
+        "the server's slots.",
+    )
+    output_tps = forms.FloatField(
+        label="Output speed (tok/s)",
+        required=False,
+        validators=[MinValueValidator(0.1)],
+        help_text="If you know it: the capacity plan estimates how long each probe holds "
+        "the server from it (else 50 tok/s) until the probes' own durations are measured.",
     )
     workloads = forms.ModelMultipleChoiceField(
         queryset=Workload.objects.all(), required=False, widget=forms.CheckboxSelectMultiple
@@ -169,6 +178,15 @@ def _filled(form: AddEndpointForm, report: connection_check.ConnectionReport) ->
         data["model_name"] = form.cleaned_data["model_id"]
     proposals = onboarding.propose(report.context_tokens, report.safe_concurrency)
     data.setlist("workloads", [str(p.workload.pk) for p in proposals if p.fits])
+    # An interval the chosen probes fit in, when the one typed would not.
+    plan = onboarding.capacity_proposal(
+        [p.workload for p in proposals if p.fits],
+        report.safe_concurrency,
+        form.cleaned_data["interval_s"],
+        form.cleaned_data.get("output_tps"),
+    )
+    if plan and not plan.fits and plan.fitting_interval_s:
+        data["interval_s"] = str(plan.fitting_interval_s)
     return AddEndpointForm(data, user=form.user)
 
 
@@ -177,6 +195,7 @@ def add_endpoint_view(model_admin, request: HttpRequest) -> HttpResponse:
     if not model_admin.has_add_permission(request):
         raise PermissionDenied
     report = None
+    typed_interval_s = None
     if request.method == "POST":
         form = AddEndpointForm(request.POST, user=request.user)
         action = request.POST.get("action", "test")
@@ -197,6 +216,7 @@ def add_endpoint_view(model_admin, request: HttpRequest) -> HttpResponse:
                     "workers only. Paste the key to test with it, or create the endpoint and "
                     "its first runs will tell."
                 )
+            typed_interval_s = form.cleaned_data["interval_s"]
             form = _filled(form, report)
             form.is_valid()
         elif form.is_valid():
@@ -209,6 +229,15 @@ def add_endpoint_view(model_admin, request: HttpRequest) -> HttpResponse:
     context_tokens = form.cleaned_data.get("context_tokens") if form.is_bound else None
     slots = form.cleaned_data.get("max_concurrency") if form.is_bound else None
     chosen = {str(w.pk) for w in form.cleaned_data.get("workloads", [])} if form.is_bound else set()
+    plan = None
+    if form.is_bound and form.cleaned_data.get("interval_s"):
+        # After a test, the plan at the interval typed: it says why another is proposed.
+        plan = onboarding.capacity_proposal(
+            list(form.cleaned_data.get("workloads") or []),
+            slots,
+            typed_interval_s or form.cleaned_data["interval_s"],
+            form.cleaned_data.get("output_tps"),
+        )
     context = {
         **model_admin.admin_site.each_context(request),
         "title": "Add an endpoint",
@@ -217,6 +246,7 @@ def add_endpoint_view(model_admin, request: HttpRequest) -> HttpResponse:
         "report": report,
         "proposals": onboarding.propose(context_tokens, slots) if form.is_bound else [],
         "chosen": chosen,
+        "plan": plan,
     }
     return TemplateResponse(request, "admin/probes/add_endpoint.html", context)
 
@@ -242,6 +272,7 @@ def _create(form: AddEndpointForm, request: HttpRequest) -> int | None:
         max_concurrency=data["max_concurrency"],
         interval_s=data["interval_s"],
         workloads=list(data.get("workloads") or []),
+        output_tps=data.get("output_tps"),
     )
     try:
         created = onboarding.create(spec)

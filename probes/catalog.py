@@ -11,13 +11,10 @@ never rewritten.
 
 from __future__ import annotations
 
-import zlib
 from dataclasses import dataclass, field
-from datetime import timedelta
 from decimal import Decimal
 
 from django.db import transaction
-from django.utils import timezone
 from django.utils.text import slugify
 
 from probes.catalog_seeds import (
@@ -45,10 +42,9 @@ from probes.models import (
     Provider,
     Workload,
 )
+from probes.scheduling import capacity
 from probes.simulator.profiles import BUILTIN, Profile
 from probes.workloads import LEGACY_MARK, WORKLOADS
-
-FIRST_RUN_SPREAD_S = 60
 
 
 @dataclass
@@ -56,9 +52,17 @@ class LoadReport:
     created: dict[str, int] = field(default_factory=dict)
     # Keys the catalog added once and the operator deleted since: not re-created.
     skipped: list[str] = field(default_factory=list)
+    # Probes added or rescheduled: the capacity planner gives them their first starts.
+    to_plan: list[Probe] = field(default_factory=list)
 
     def add(self, kind: str, created: bool) -> None:
         self.created[kind] = self.created.get(kind, 0) + int(created)
+
+    def plan(self) -> None:
+        """Spread the probes this load added across their intervals, apart from the
+        probes they share a cap with (probes/scheduling/planner.py)."""
+        capacity.replan(self.to_plan)
+        self.to_plan = []
 
     def __bool__(self) -> bool:
         return any(self.created.values())
@@ -199,21 +203,18 @@ def _probes(
         if interval_s and workload.slug in SEED_INTERVAL_OVERRIDES_S:
             every = max(interval_s, DEMO_COSTLY_INTERVAL_S)
         key = f"probe:{endpoint.catalog_key.partition(':')[2]}/{workload.slug}/{region}"
-        # First runs spread over the first minute (a stable offset per probe), not all at
-        # once: forty probes due together would queue past their slots and be skipped.
-        first_in = zlib.crc32(key.encode()) % min(every, FIRST_RUN_SPREAD_S)
-        _keyed(
+        added = report.created.get("probes", 0)
+        probe = _keyed(
             Probe,
             key,
             {"endpoint": endpoint, "workload": workload, "region": region},
-            {
-                "interval_s": every,
-                "jitter_s": min(10, every // 6),
-                "next_run_at": timezone.now() + timedelta(seconds=first_in),
-            },
+            {"interval_s": every, "jitter_s": min(10, every // 6)},
             "probes",
             report,
         )
+        # New probes are not all due at once: the planner spreads them (report.plan()).
+        if report.created.get("probes", 0) > added:
+            report.to_plan.append(probe)
 
 
 def _claim(provider: Provider, seed: ClaimSeed, report: LoadReport) -> None:
@@ -278,6 +279,7 @@ def load_catalog(region: str) -> LoadReport:
                 _probes(endpoint, workloads, region, report)
         for claim_seed in seed.claims:
             _claim(provider, claim_seed, report)
+    report.plan()
     return report
 
 
@@ -331,6 +333,8 @@ def load_demo(region: str, simulator_url: str) -> LoadReport:
             continue
         _probes(endpoint, workloads, region, report, interval_s=DEMO_INTERVAL_S)
         _demo_claim(endpoint, BUILTIN[seed.profile], report)
+    # After the claims: a new demo probe's busy time is estimated from its claimed speed.
+    report.plan()
     return report
 
 

@@ -121,6 +121,7 @@ def load_text(text: str) -> LoadReport:
     order = sorted(data, key=lambda s: (s != "workloads", s != "providers", s))
     for name in order:
         _SECTIONS[name](_items(data, name), report)
+    report.plan()
     return report
 
 
@@ -350,7 +351,10 @@ def _load_probe(endpoint: Endpoint, item: Lined, report: LoadReport) -> None:
         raise CatalogFileError(f"unknown workload {slug!r}", item.line_of("workload"))
     region = item.get("region") or "local"
     keys = {"endpoint": endpoint, "workload": workload, "region": region}
-    upsert(Probe, keys, item, ("interval_s", "jitter_s", "enabled"), report, "probes")
+    before = Probe.objects.filter(**keys).values_list("interval_s", "enabled").first()
+    probe = upsert(Probe, keys, item, ("interval_s", "jitter_s", "enabled"), report, "probes")
+    if before != (probe.interval_s, probe.enabled):  # new, or its schedule changed
+        report.to_plan.append(probe)
 
 
 register_section("workloads", _load_workloads)

@@ -83,10 +83,9 @@ def group_size(workload: Any) -> int:
 
 def footprint(workload: Any) -> tuple[int, int]:
     """(the widest step's concurrent requests, requests in turn): what a run must reserve
-    before its first request, and for how long."""
-    if workload.kind == "parallel":
-        return workload.requests, 2  # the baseline, then the batch
-    return 1, group_size(workload)
+    before its first request, and for how long (a Workload row says; the planner reads
+    the same properties)."""
+    return workload.concurrent_requests, workload.rounds
 
 
 def run(plan: Plan) -> list[Measured]:

@@ -18,6 +18,7 @@ from django.utils.text import slugify
 
 from probes import catalog, context_fit
 from probes.models import CanonicalModel, Endpoint, Probe, Provider, Workload
+from probes.scheduling import capacity, planner
 from probes.workloads import BY_SLUG
 
 DEFAULT_INTERVAL_S = 300
@@ -87,6 +88,7 @@ class NewEndpoint:
     interval_s: int = DEFAULT_INTERVAL_S
     workloads: list[Workload] = field(default_factory=list)
     region: str = ""
+    output_tps: float | None = None  # the speed the operator expects, if known
 
 
 @dataclass
@@ -158,4 +160,59 @@ def create(spec: NewEndpoint) -> Created:
                 jitter_s=min(10, spec.interval_s // 6),
             )
         )
+    # Not all due at once: a one-slot server would skip most of them (the planner).
+    capacity.replan(probes, given_tps=spec.output_tps)
     return Created(provider, endpoint, probes, skipped)
+
+
+@dataclass(frozen=True)
+class CapacityProposal:
+    """What the chosen probes would need of the server's slots, before any is created."""
+
+    probes: int
+    need_s: float  # slot-seconds per interval, all probes together
+    interval_s: int
+    slots: int
+    output_tps: float
+    speed_given: bool
+
+    @property
+    def share(self) -> float:
+        return self.need_s / (self.slots * self.interval_s)
+
+    @property
+    def fits(self) -> bool:
+        return self.share <= planner.WARN_SHARE
+
+    @property
+    def fitting_interval_s(self) -> int | None:
+        return planner.fitting_interval(self.need_s, self.slots, self.interval_s)
+
+    @property
+    def text(self) -> str:
+        slots = "your one slot" if self.slots == 1 else f"your {self.slots} slots"
+        line = (
+            f"These {self.probes} probes need ~{self.need_s:,.0f} s of every "
+            f"{self.interval_s:,} s of {slots}: {self.share:.0%}."
+        )
+        if not self.fits:
+            better = self.fitting_interval_s
+            if better:
+                share = self.need_s / (self.slots * better)
+                line += f" Too tight to start on time: every {better:,} s they need {share:.0%}."
+            else:
+                line += " Even hourly they would not fit: choose fewer workloads."
+        speed = "as you gave it" if self.speed_given else "assumed until measured"
+        return f"{line} (Estimated at {self.output_tps:,.0f} tok/s, {speed}.)"
+
+
+def capacity_proposal(
+    workloads: list[Workload], slots: int | None, interval_s: int, output_tps: float | None
+) -> CapacityProposal | None:
+    if not workloads or not interval_s:
+        return None
+    speed = capacity.Speed(output_tps or planner.ASSUMED_OUTPUT_TPS)
+    need = sum(capacity.estimate(w, speed) * w.concurrent_requests for w in workloads)
+    return CapacityProposal(
+        len(workloads), need, interval_s, slots or 1, speed.output_tps, bool(output_tps)
+    )

@@ -155,10 +155,12 @@ def run_slot(
     region: str,
     retry_db_for_s: float = recording.DB_RETRY_FOR_S,
     max_total_s: float | None = None,
+    wait: caps.Wait | None = None,
 ) -> SlotOutcome:
     """Measure and record the slot's requests that are not recorded yet.
 
-    Raises caps.Busy (no free slot under a cap: try again shortly),
+    Raises caps.Busy (no free slot under a cap: at once, or after waiting in turn until
+    wait.until), caps.Stopped (its worker stopped while it waited),
     BackingOff (the provider asked us to wait) and caps.TooNarrow (a parallel
     workload needs more than the provider's cap) before measuring anything: the slots
     of the whole group are taken before its first request and held to its last. A
@@ -226,7 +228,7 @@ def run_slot(
                 outcome.results.append(measured.result)
         return outcome
     width, rounds = groups.footprint(probe.workload)
-    with caps.probe_slots(provider, worker, width, rounds):  # Busy: nothing sent
+    with caps.probe_slots(provider, worker, width, rounds, wait=wait):  # Busy: nothing sent
         try:
             groups.run(
                 groups.Plan(

@@ -12,16 +12,17 @@ whole leaves its message unacked for an hour, past `expires`: the slot ledger's 
 from __future__ import annotations
 
 import logging
-import random
 import socket
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from functools import partial
 
 import redis
 from celery import shared_task
-from celery.signals import worker_init
+from celery.signals import task_retry, worker_init, worker_shutting_down
 from celery.utils.nodenames import worker_direct
 from django.conf import settings
-from django.db import InterfaceError, OperationalError
+from django.db import InterfaceError, OperationalError, connections
 
 from probes import recording, retention, runner
 from probes.calibration import calibrate
@@ -34,8 +35,8 @@ log = logging.getLogger(__name__)
 # is the backstop for a worker stuck outside them.
 RUN_SOFT_TIME_LIMIT_S = 1500
 RUN_TIME_LIMIT_S = 1560
-# Busy (at a concurrency cap): try again after a short random pause.
-BUSY_RETRY_S = (0.5, 2.0)
+# A run with no slot (sent by hand) waits this long for a full cap before giving up.
+UNSCHEDULED_WAIT_S = 60.0
 DB_ERRORS = (OperationalError, InterfaceError)
 
 
@@ -50,11 +51,47 @@ def _free_slots_of_a_previous_run(sender, **kwargs) -> None:
     slots are freed now rather than when their leases run out. Before any task is taken."""
     try:
         freed = caps.release_worker_slots(sender.hostname)
+        clean = heartbeat.starting_again(sender.hostname)
     except redis.RedisError as exc:
         log.warning("Could not free the slots of a previous %s (%s)", sender.hostname, exc)
         return
     if freed:
-        log.warning("Freed %d slot(s) held by a previous %s that died", freed, sender.hostname)
+        how = "that stopped" if clean else "that died"
+        log.warning("Freed %d slot(s) held by a previous %s %s", freed, sender.hostname, how)
+    _settle_previous_run(sender.hostname, clean)
+
+
+def _settle_previous_run(worker: str, clean: bool) -> None:
+    """Slots the previous run of this worker left started are settled by the next sweep
+    (re-sent, or skipped after a clean stop, or lost to a worker killed), not at a
+    deadline an hour away."""
+    try:
+        abandoned = ledger.abandon_started(worker)
+    except DB_ERRORS as exc:
+        log.warning("Could not look for slots a previous %s left (%s)", worker, exc)
+        return
+    finally:
+        connections.close_all()  # before the pool forks: no connection shared by children
+    if abandoned and not clean:
+        heartbeat.record_mark("killed", worker)
+    if abandoned:
+        how = "stopped" if clean else "died"
+        log.warning("%d slot(s) were started by a previous %s that %s", abandoned, worker, how)
+
+
+@worker_shutting_down.connect
+def _stopping(sender, **kwargs) -> None:
+    """Ctrl-C, SIGTERM, a deploy: slots waiting for a cap give their turn up at once
+    (skipped, "stopped before it could start"), and what the stop leaves open is recorded
+    as stopped, not lost."""
+    heartbeat.mark_stopping(str(sender))
+
+
+@task_retry.connect
+def _database_away(sender=None, request=None, reason=None, **kwargs) -> None:
+    # The sweeper then names the database, not a guess, for a slot this leaves lost.
+    if isinstance(reason, DB_ERRORS):
+        heartbeat.record_mark("db-away", (request and request.hostname) or socket.gethostname())
 
 
 def send_slot(slot: dispatch.Slot) -> None:
@@ -87,14 +124,26 @@ def sweep_dispatched_slots() -> dict:
     now = datetime.now(UTC)
     try:
         beats = heartbeat.read_heartbeats("worker")
+        marks = {kind: heartbeat.read_heartbeats(kind) for kind in ("stopped", "killed", "db-away")}
     except redis.RedisError:
-        beats = None  # no heartbeats to judge by: deadlines and leases alone
-    silent: set[str] = set()
+        beats, marks = None, {}  # no heartbeats to judge by: deadlines and leases alone
+    known = ledger.Known(
+        stopped=marks.get("stopped", {}),
+        killed=marks.get("killed", {}),
+        db_away=marks.get("db-away", {}),
+    )
     if beats is not None:
-        silent = ledger.silent_workers(beats, now)
+        fresh = now - timedelta(seconds=ledger.WORKER_SILENT_AFTER_S)
+        alive = sum(1 for when in beats.values() if when >= fresh)
+        known = replace(known, silent=ledger.silent_workers(beats, now), alive=alive)
         _free_slots_of_silent_workers(beats, now)
-    report = ledger.sweep(resend_slot, now, silent)
-    return {"done": report.done, "resent": report.resent, "lost": report.lost}
+    report = ledger.sweep(resend_slot, now, known=known)
+    return {
+        "done": report.done,
+        "resent": report.resent,
+        "skipped": report.skipped,
+        "lost": report.lost,
+    }
 
 
 def _free_slots_of_silent_workers(beats: dict, now: datetime) -> None:
@@ -154,14 +203,17 @@ def run_probe(self, probe_id: int, slot_iso: str | None = None) -> dict | None:
         log.info("Probe %s slot %s: %s", probe_id, slot_iso, reason)
         return None
     try:
-        outcome = runner.run_slot(probe, slot_at, worker, probe.region)
+        outcome = runner.run_slot(
+            probe, slot_at, worker, probe.region, wait=_wait(probe, slot_at, worker)
+        )
     except caps.Busy as busy:
-        log.debug("Probe %s slot %s: %s; retrying", probe_id, slot_iso, busy)
-        raise self.retry(
-            countdown=random.uniform(*BUSY_RETRY_S),
-            max_retries=None,
-            expires=self.request.expires,
-        ) from None
+        # Waited its turn for as long as it could still start on time: skipped at once,
+        # saying which cap was full and who held it (one line, no retry).
+        reason = f"Skipped: {busy.reason}; it could not start within its lateness budget."
+        return _skip(probe, slot_at, reason)
+    except caps.Stopped:
+        reason = "Skipped: stopped before it could start (its worker was shutting down)."
+        return _skip(probe, slot_at, reason)
     except caps.TooNarrow as narrow:
         # Retrying cannot help until an operator raises the cap: say so on the ledger.
         log.warning("Probe %s slot %s skipped: %s", probe_id, slot_iso, narrow)
@@ -183,6 +235,21 @@ def run_probe(self, probe_id: int, slot_iso: str | None = None) -> dict | None:
         "already_recorded": outcome.already_recorded,
         "spooled": outcome.spooled,
     }
+
+
+def _wait(probe: Probe, slot_at: datetime | None, worker: str) -> caps.Wait:
+    """A slot waits for a full cap in turn until the last moment it may start."""
+    if slot_at is None:
+        until = datetime.now(UTC) + timedelta(seconds=UNSCHEDULED_WAIT_S)
+    else:
+        until = lateness.latest_start(probe, slot_at, floor_s=2 * settings.DISPATCH_INTERVAL_S)
+    return caps.Wait(until.timestamp(), probe.workload.slug, partial(heartbeat.is_stopping, worker))
+
+
+def _skip(probe: Probe, slot_at: datetime | None, reason: str) -> None:
+    if slot_at is not None:
+        _settle_quietly(ledger.mark_skipped, probe.pk, slot_at, reason)
+    log.info("Probe %s slot %s %s", probe.pk, slot_at and slot_at.isoformat(), reason)
 
 
 @shared_task(acks_late=True, ignore_result=True, time_limit=3600, soft_time_limit=3500)

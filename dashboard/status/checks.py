@@ -3,6 +3,7 @@ always say what is down instead of failing itself."""
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 
@@ -18,7 +19,7 @@ from dashboard.env import first_line, url_without_password
 from probes import run_spool
 from probes.models import ProbeRun, Provider
 from probes.redis_client import redis_client
-from probes.scheduling import heartbeat, ledger
+from probes.scheduling import capacity, heartbeat, ledger, planner
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 _SEVERITY = {OK: 0, WARN: 1, FAIL: 2}
@@ -187,18 +188,60 @@ def check_lost_slots(now: datetime) -> Check:
             }
             for row in latest
         ]
+        causes = Counter(
+            ledger.lost_cause(reason) or "cause not recorded"
+            for reason in lost.values_list("reason", flat=True)[:1000]
+        )
     except DatabaseError as exc:
         connection.close()
         return Check("slots", FAIL, f"Unknown: the slot ledger cannot be read: {first_line(exc)}")
     if count:
+        # The causes the sweeper knew (probes/scheduling/ledger.py), never a guess.
+        why = ", ".join(f"{n} {cause}" for cause, n in causes.most_common())
         return Check(
             "slots",
             WARN,
             f"{count} dispatched slot(s) lost in the last {LOST_SLOTS_WINDOW_H} h "
-            "(a worker died or the queue backed up); the latest:",
+            f"({why}); the latest:",
             details,
         )
     return Check("slots", OK, f"No dispatched slot lost in the last {LOST_SLOTS_WINDOW_H} h.")
+
+
+def check_capacity() -> Check:
+    """Whether the probes fit their caps: per provider (its max concurrency) and per
+    region (one worker's probe slots), the busy time their probes need per hour
+    (probes/scheduling/capacity.py). Above 80 % warns, above 100 % fails: slots that
+    cannot start in time are skipped."""
+    try:
+        plan = capacity.capacity_plan()
+    except DatabaseError as exc:
+        connection.close()
+        return Check("capacity", FAIL, f"Unknown: probes cannot be read: {first_line(exc)}")
+    details = [
+        {
+            "cap": use.kind,
+            "name": use.name,
+            "limit": use.limit,
+            "probes": use.probes,
+            "busy_s_per_hour": round(use.need_per_hour_s),
+            "share": round(use.share, 3),
+            "from": sorted(use.sources),
+        }
+        for use in plan
+    ]
+    over = [use for use in plan if use.share > 1.0]
+    tight = [use for use in plan if planner.WARN_SHARE < use.share <= 1.0]
+    if over or tight:
+        parts = [use.describe() for use in over + tight]
+        state = FAIL if over else WARN
+        tail = " Slots that cannot start in time are skipped: raise the cap or lengthen intervals."
+        return Check("capacity", state, "; ".join(parts) + "." + tail, details)
+    busiest = f" Busiest: {plan[0].describe()}." if plan else ""
+    limit = f"{planner.WARN_SHARE:.0%}"
+    return Check(
+        "capacity", OK, f"Every cap's probes need at most {limit} of it.{busiest}", details
+    )
 
 
 def check_provider_keys() -> Check:
@@ -308,11 +351,16 @@ def run_checks() -> list[Check]:
             check_spool(client),
         ]
     if database_up:
-        checks += [check_lost_slots(now), check_provider_keys(), check_read_path(now)]
+        checks += [
+            check_lost_slots(now),
+            check_capacity(),
+            check_provider_keys(),
+            check_read_path(now),
+        ]
     else:
         checks += [
             Check(name, FAIL, "Unknown: Postgres is unreachable.")
-            for name in ("slots", "keys", "read path")
+            for name in ("slots", "capacity", "keys", "read path")
         ]
     client.close()
     if (restarts := check_restarts(now)) is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from functools import cache
 
 from django.db.models import Count
@@ -29,6 +30,7 @@ from dashboard.queries import leaderboard as leaderboards
 from probes.engine import contract
 from probes.engine.request import limit_rows
 from probes.models import CanonicalModel, Endpoint, Probe, ProbeRun, Provider, Workload
+from probes.scheduling import ledger
 from probes.workloads import headline_metrics
 
 ACTIVE_ALERTS_TEMPLATE = "alerts/partials/active.html"
@@ -103,6 +105,8 @@ def leaderboard(request: HttpRequest) -> HttpResponse:
         "sort_provider": filters.sort_param_for("provider"),
         "sparklines": {row.endpoint.pk: charts.sparkline(row.sparkline) for row in board.rows},
         "firing_alerts": firing_by_endpoint(row.endpoint.pk for row in board.rows),
+        # An empty cell says why: the slots that were skipped, and the latest reason.
+        "skipped_slots": _skips_of_unmeasured(board.rows, filters.workload),
         "speed_price": charts.speed_vs_price(board.rows),
         "ttft_speed": charts.ttft_vs_speed(board.rows),
         "has_catalog": Endpoint.objects.exists(),
@@ -155,6 +159,16 @@ def _recent_runs(**scope) -> list[ProbeRun]:
         .select_related("endpoint__provider", "endpoint__canonical_model", "workload")
         .order_by("-started_at", "-id")[:RECENT_RUNS]
     )
+
+
+SKIPS_SHOWN_FOR = timedelta(hours=24)
+
+
+def _skips_of_unmeasured(rows, workload: str | None) -> dict:
+    unmeasured = [row.endpoint.pk for row in rows if not row.samples]
+    scope = {"probe__workload__slug": workload} if workload else {}
+    since = timezone.now() - SKIPS_SHOWN_FOR
+    return ledger.skips_by("probe__endpoint_id", unmeasured, since, **scope)
 
 
 def _history_page(
@@ -222,6 +236,11 @@ def endpoint_page(request: HttpRequest, pk: int) -> HttpResponse:
         endpoint=endpoint,
         price=endpoint.current_price,
         probes=endpoint.probes.select_related("workload"),
+        probe_skips=ledger.skips_by(
+            "probe_id",
+            list(endpoint.probes.values_list("pk", flat=True)),
+            timezone.now() - SKIPS_SHOWN_FOR,
+        ),
         alerts_template=ACTIVE_ALERTS_TEMPLATE if _has_alerts_partial() else None,
     )
 

@@ -103,6 +103,12 @@ class Workload(models.Model):
         cached pair sends its requests one after another)."""
         return self.requests if self.kind == "parallel" else 1
 
+    @property
+    def rounds(self) -> int:
+        """Requests one after another, each holding the caps: a parallel group's baseline
+        then its batch, a loop's steps, a cached pair's two, a single request's one."""
+        return 2 if self.kind == "parallel" else self.requests
+
     def fits_concurrency(self, slots: int | None) -> bool:
         """Can a server taking ``slots`` requests at once run this? (None: unknown.)"""
         return slots is None or self.concurrent_requests <= slots

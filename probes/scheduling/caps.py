@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -30,6 +30,7 @@ from django.conf import settings
 
 from probes.models import Provider
 from probes.redis_client import redis_client
+from probes.scheduling import waiting
 
 PREFIX = "inferwatch:sem"
 # Between the holder's name and the random part of a token; never in a Celery node name.
@@ -67,8 +68,8 @@ class Semaphore:
         got = client.eval(_ACQUIRE, 1, self.key, now, now + self.lease_s, self.limit, token)
         return token if got else None
 
-    def release(self, client: redis.Redis, token: str) -> None:
-        client.zrem(self.key, token)
+    def release(self, client: redis.Redis, *tokens: str) -> None:
+        client.zrem(self.key, *tokens)
 
     def holders(self, client: redis.Redis) -> int:
         return client.zcount(self.key, time.time(), "+inf")
@@ -134,11 +135,27 @@ def release_silent_workers(
 
 
 class Busy(Exception):
-    """No slot free right now; try again shortly."""
+    """No slot free (now, or within the time the slot could wait): `reason` names the cap
+    and who holds it."""
 
-    def __init__(self, which: str) -> None:
-        super().__init__(f"{which} is at its concurrency cap")
+    def __init__(self, which: str, reason: str = "") -> None:
         self.which = which
+        self.reason = reason or f"{which} is at its concurrency cap"
+        super().__init__(self.reason)
+
+
+Stopped = waiting.Stopped
+
+
+@dataclass(frozen=True)
+class Wait:
+    """How a scheduled slot waits for its caps: in turn (probes/scheduling/waiting.py)
+    until `until` (Unix seconds: its lateness budget), unless `stopping()` says its worker
+    is shutting down. `label` names the probe to those waiting behind it."""
+
+    until: float
+    label: str = ""
+    stopping: Callable[[], bool] = lambda: False
 
 
 class TooNarrow(Exception):
@@ -173,8 +190,13 @@ def probe_slots(
     width: int = 1,
     rounds: int = 1,
     client: redis.Redis | None = None,
+    wait: Wait | None = None,
 ) -> Iterator:
     """Hold what one probe needs for all its requests, or raise Busy before any is sent.
+
+    Without `wait` (the admin's *Run now*) a full cap raises Busy at once; with it, the
+    slot waits its turn until wait.until, then raises Busy naming the cap and its
+    holders, or Stopped if its worker is shutting down first.
 
     A probe's requests (one; a group's steps in turn; a parallel batch of ``width`` at
     once) are all measured inside, never asking a cap again: a group that found a cap
@@ -196,6 +218,21 @@ def probe_slots(
     client = client or redis_client()
     per_provider = provider_semaphore(provider, rounds)
     per_worker = worker_semaphore(worker, per_provider.lease_s)
+    if wait is not None:
+        holder = f"{worker}{HOLDER_SEP}{waiting.clean_label(wait.label)}"
+        try:
+            tokens = waiting.wait_for_slots(
+                client, per_provider, per_worker, width, holder, wait.until, wait.stopping,
+                provider.slug,
+            )  # fmt: skip
+        except waiting.CapFull as full:
+            raise Busy(f"provider {provider.slug}", str(full)) from None
+        try:
+            yield
+        finally:
+            per_provider.release(client, *tokens[:-1])
+            per_worker.release(client, tokens[-1])
+        return
     worker_token = per_worker.acquire(client, worker)
     if worker_token is None:
         raise Busy("this worker")

@@ -8,6 +8,7 @@ disappears instead of leaving a stale row behind.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from datetime import UTC, datetime
 
@@ -22,19 +23,27 @@ PREFIX = "inferwatch:heartbeat"
 WORKER_INTERVAL_S = 15
 # Long enough to span several missed beats, short enough that a dead worker vanishes soon.
 TTL_S = 600
+# How long the sweeper remembers that a worker stopped cleanly, died, or lost its
+# database: longer than any slot stays open (a queued slot's deadline is its next slot,
+# at most an interval away; started slots of a restarted worker are settled at once).
+MARK_TTL_S = 2 * 3600
+# Set while this process's worker shuts down: its waiting slots give their turn up.
+_stopping_here = threading.Event()
 
 
 def _key(kind: str, name: str) -> str:
     return f"{PREFIX}:{kind}:{name}"
 
 
-def record_heartbeat(kind: str, name: str, client: redis.Redis | None = None) -> None:
+def record_heartbeat(
+    kind: str, name: str, client: redis.Redis | None = None, ttl_s: int = TTL_S
+) -> None:
     """Mark `name` (a worker's hostname, "beat") of `kind` as alive now.
 
     Never raises: losing one heartbeat must not break the task or worker that records it.
     """
     try:
-        (client or redis_client()).set(_key(kind, name), f"{time.time():.3f}", ex=TTL_S)
+        (client or redis_client()).set(_key(kind, name), f"{time.time():.3f}", ex=ttl_s)
     except redis.RedisError as exc:
         log.warning("could not record %s heartbeat for %s: %s", kind, name, exc)
 
@@ -55,6 +64,42 @@ def read_heartbeats(kind: str, client: redis.Redis | None = None) -> dict[str, d
         for key, value in zip(keys, values, strict=True)
         if value is not None
     }
+
+
+# -- what the sweeper knows of workers that went away -----------------------------------------
+# Kinds of marks: "stopped" (a clean shutdown began), "killed" (it restarted without one),
+# "db-away" (a worker could not reach the database). read_heartbeats(kind) reads them.
+
+
+def record_mark(kind: str, name: str, client: redis.Redis | None = None) -> None:
+    record_heartbeat(kind, name, client, ttl_s=MARK_TTL_S)
+
+
+def mark_stopping(name: str, client: redis.Redis | None = None) -> None:
+    """The worker `name` begins a clean stop (Ctrl-C, SIGTERM, a deploy): its slots still
+    waiting for a cap give up their turn (is_stopping), and the sweeper records what it
+    leaves behind as stopped, not lost."""
+    _stopping_here.set()
+    record_mark("stopped", name, client)
+    record_mark("stopping", name, client)
+
+
+def is_stopping(name: str, client: redis.Redis | None = None) -> bool:
+    """Is `name` shutting down? Asked by slots waiting for a cap, in any of its processes
+    (a prefork child learns it from Redis). False when Redis cannot say."""
+    if _stopping_here.is_set():
+        return True
+    try:
+        return bool((client or redis_client()).exists(_key("stopping", name)))
+    except redis.RedisError:
+        return False
+
+
+def starting_again(name: str, client: redis.Redis | None = None) -> bool:
+    """A worker `name` starts: True if its previous run ended with a clean stop. Clears
+    the stopping flag (the marks stay for the sweeper)."""
+    _stopping_here.clear()
+    return bool((client or redis_client()).delete(_key("stopping", name)))
 
 
 def install_worker_heartbeat(app) -> None:

@@ -19,4 +19,9 @@ def late_limit(interval_s: int, jitter_s: int = 0, floor_s: float = 0.0) -> time
 
 
 def too_late(probe: Probe, slot_at: datetime, now: datetime, floor_s: float = 0.0) -> bool:
-    return now > slot_at + late_limit(probe.interval_s, probe.jitter_s, floor_s)
+    return now > latest_start(probe, slot_at, floor_s)
+
+
+def latest_start(probe: Probe, slot_at: datetime, floor_s: float = 0.0) -> datetime:
+    """The last moment the slot may start: a slot waiting for a cap waits until then."""
+    return slot_at + late_limit(probe.interval_s, probe.jitter_s, floor_s)

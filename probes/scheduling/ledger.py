@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from django.db import transaction
@@ -117,20 +117,84 @@ def mark_skipped(probe_id: int, slot_at: datetime, reason: str) -> int:
 class SweepReport:
     done: int = 0
     resent: int = 0
+    skipped: int = 0
     lost: int = 0
 
 
-def _cause(row: DispatchedSlot, silent: Collection[str]) -> str:
-    if row.state == "started" and row.worker in silent:
-        return f"started on {row.worker}, which stopped sending heartbeats (killed or lost)"
+@dataclass(frozen=True)
+class Known:
+    """What the sweeper knows of the workers (marks from probes/scheduling/heartbeat.py):
+    a slot is lost for a cause it knows, or was stopped, never for a guess."""
+
+    silent: Collection[str] = ()  # holding started slots, heartbeat stopped: dead
+    stopped: dict[str, datetime] = field(default_factory=dict)  # clean stops began
+    killed: dict[str, datetime] = field(default_factory=dict)  # restarted after dying
+    db_away: dict[str, datetime] = field(default_factory=dict)  # database unreachable
+    alive: int | None = None  # workers beating now (None: Redis could not say)
+
+
+# The causes /status names, in the reason's "Lost (<cause>): …".
+WORKER_KILLED = "worker killed"
+QUEUE_BACKED_UP = "queue backed up"
+NO_WORKER = "no worker running"
+DATABASE_AWAY = "database away"
+OVER_BUDGET = "ran past its budget"
+
+
+CLEAN_STOPS = " (Ctrl-C, SIGTERM or a deploy)"
+
+
+def _since(marks: dict[str, datetime], row: DispatchedSlot, worker: str | None = None):
+    """Workers (or `worker`) with a mark from after the slot was queued."""
+    names = [worker] if worker else list(marks)
+    return sorted(n for n in names if n in marks and marks[n] >= row.queued_at)
+
+
+def _stopped_cleanly(row: DispatchedSlot, known: Known) -> str:
+    """Why the slot is not lost but stopped (a clean stop interrupted it), or ""."""
     if row.state == "started":
-        return (
-            f"started on {row.worker or 'a worker'} but left no result "
-            "(worker killed, or its task expired waiting for a request slot)"
-        )
+        if _since(known.stopped, row, row.worker) and not _since(known.killed, row, row.worker):
+            return f"stopped before it could finish: {row.worker} was stopped{CLEAN_STOPS}"
+        return ""
+    stopped = _since(known.stopped, row)
+    if stopped:
+        return f"stopped before it could start: {', '.join(stopped)} stopped{CLEAN_STOPS}"
+    return ""
+
+
+def _cause(row: DispatchedSlot, known: Known) -> tuple[str, str]:
+    """(the cause /status names, the detail) of a slot that ended with no run."""
+    worker = row.worker or "a worker"
+    if row.state == "started" and (
+        row.worker in known.silent or _since(known.killed, row, row.worker)
+    ):
+        how = "stopped sending heartbeats" if row.worker in known.silent else "restarted"
+        return WORKER_KILLED, f"started on {worker}, which {how} without a clean stop"
+    if _since(known.db_away, row):
+        return DATABASE_AWAY, "a worker could not reach the database while the slot was open"
+    if row.state == "started":
+        return OVER_BUDGET, f"started on {worker}, no result by its deadline"
+    if known.alive == 0:
+        return NO_WORKER, f"no worker was alive to start it (region {row.region})"
     if row.state == "retried":
-        return "re-sent, but no worker of its region started it in time"
-    return f"no worker of region {row.region} started it in time (none running, or backed up)"
+        return QUEUE_BACKED_UP, f"re-sent, but no worker of region {row.region} started it in time"
+    return QUEUE_BACKED_UP, f"no worker of region {row.region} started it in time"
+
+
+def lost_cause(reason: str) -> str:
+    """The cause a lost slot's reason names ("Lost (worker killed): …"), else ""."""
+    if reason.startswith("Lost (") and ")" in reason:
+        return reason[len("Lost (") : reason.index(")")]
+    return ""
+
+
+def abandon_started(worker: str, now: datetime | None = None) -> int:
+    """A worker starts under `worker`'s name: the slots its previous run left started
+    are overdue now (the next sweep settles them), not at a deadline an hour away."""
+    now = now or datetime.now(UTC)
+    return DispatchedSlot.objects.filter(state="started", worker=worker, deadline__gt=now).update(
+        deadline=now
+    )
 
 
 def silent_workers(beats: dict[str, datetime], now: datetime) -> set[str]:
@@ -166,13 +230,15 @@ def settle(
     row: DispatchedSlot,
     now: datetime,
     resend: Callable[[DispatchedSlot], None],
-    silent: Collection[str] = (),
+    known: Known | None = None,
 ) -> str:
-    """Decide one overdue slot; returns 'done', 'resent', 'lost' or '' (someone else did)."""
+    """Decide one overdue slot; 'done', 'resent', 'skipped', 'lost' or '' (someone else did)."""
+    known = known or Known()
     if row.recorded:
         won = _as_seen(row).update(state="done", closed_at=now)
         return "done" if won else ""
-    cause = _cause(row, silent)
+    stopped = _stopped_cleanly(row, known)
+    cause, detail = _cause(row, known)
     # A re-sent copy that would start too late is skipped by the worker (tasks.run_probe,
     # probes/scheduling/lateness.py): a re-send never bunches with the next slot.
     can_start = now + timedelta(seconds=RESEND_MARGIN_S) < row.next_at
@@ -184,18 +250,24 @@ def settle(
                 attempts=F("attempts") + 1,
                 queued_at=now,
                 deadline=deadline,
-                reason=f"Re-sent: {cause}."[:1000],
+                reason=f"Re-sent: {stopped or detail}."[:1000],
             )
             if won:
                 # Inside the transaction: if the broker refuses, the row stays as it
                 # was and the next sweep tries again.
                 resend(row)
         return "resent" if won else ""
+    if stopped:
+        # A clean stop is not a failure: the slot is skipped, saying so.
+        won = _as_seen(row).update(
+            state="skipped", reason=f"Skipped: {stopped}."[:1000], closed_at=now
+        )
+        return "skipped" if won else ""
     if row.attempts >= MAX_SENDS:
-        reason = f"Lost: {cause}; already re-sent once."
+        reason = f"Lost ({cause}): {detail}; already re-sent once."
     else:
         next_at = f"{row.next_at:%Y-%m-%d %H:%M:%S} UTC"
-        reason = f"Lost: {cause}; too late to re-send before the next slot at {next_at}."
+        reason = f"Lost ({cause}): {detail}; too late to re-send before the next slot at {next_at}."
     won = _as_seen(row).update(state="lost", reason=reason[:1000], closed_at=now)
     if won:
         log.warning("Probe %s slot %s %s", row.probe_id, row.slot_at.isoformat(), reason)
@@ -207,12 +279,14 @@ def sweep(
     now: datetime | None = None,
     silent: Collection[str] = (),
     limit: int = 1000,
+    known: Known | None = None,
 ) -> SweepReport:
     """Settle every open slot past its deadline, or started on a `silent` (dead) worker."""
     now = now or datetime.now(UTC)
+    known = known or Known(silent=silent)
     report = SweepReport()
-    for row in overdue(now, silent, limit):
-        outcome = settle(row, now, resend, silent)
+    for row in overdue(now, known.silent, limit):
+        outcome = settle(row, now, resend, known)
         if outcome:
             setattr(report, outcome, getattr(report, outcome) + 1)
     return report
@@ -223,6 +297,35 @@ def sweep(
 
 def lost_since(since: datetime):
     return DispatchedSlot.objects.filter(state="lost", closed_at__gte=since)
+
+
+@dataclass(frozen=True)
+class Skips:
+    """Slots skipped lately, and why the latest was: what a page says beside no data."""
+
+    count: int
+    reason: str
+
+
+def skips_by(key: str, ids: Collection[int], since: datetime, **scope) -> dict[int, Skips]:
+    """Skipped slots since `since` per `key` ("probe_id", or "probe__endpoint_id"), among
+    `ids`; `scope` narrows them (e.g. probe__workload__slug=…)."""
+    if not ids:
+        return {}
+    rows = (
+        DispatchedSlot.objects.filter(
+            state="skipped", slot_at__gte=since, **{f"{key}__in": list(ids)}
+        )
+        .filter(**scope)
+        .order_by("-slot_at")
+        .values_list(key, "reason")
+    )
+    counts: dict[int, int] = {}
+    latest: dict[int, str] = {}
+    for owner, reason in rows[:5000]:
+        counts[owner] = counts.get(owner, 0) + 1
+        latest.setdefault(owner, reason)
+    return {owner: Skips(n, latest[owner]) for owner, n in counts.items()}
 
 
 def prune(before: datetime) -> int:

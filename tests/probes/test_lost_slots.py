@@ -203,7 +203,7 @@ def test_the_sweeper_writes_spooled_runs_first_so_their_slots_count_as_done(
     run.delete()
     DispatchedSlot.objects.update(deadline=datetime.now(UTC) - timedelta(seconds=1))
 
-    assert sweep_dispatched_slots() == {"done": 1, "resent": 0, "lost": 0}
+    assert sweep_dispatched_slots() == {"done": 1, "resent": 0, "skipped": 0, "lost": 0}
     assert ProbeRun.objects.get().slot_at == claimed.slot_at
     assert clean_redis.llen(recording.SPOOL_KEY) == 0
 

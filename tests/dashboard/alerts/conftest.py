@@ -224,6 +224,8 @@ def celery_worker_process(tmp_path, worker_env):
             "ALERTS_GROUP_WAIT_S": "1",
             "ALERTS_RETRY_BASE_S": "0.2",
             "ALERTS_MAX_RETRIES": "2",
+            # in_worker() waits for Celery's per-task "succeeded" line: off below DEBUG.
+            "LOG_LEVEL": "DEBUG",
         }
         | worker_env
     )

@@ -45,6 +45,7 @@ def test_it_reports_database_and_redis_up_but_no_worker_or_beat_yet(client, redi
         "queues": "ok",
         "spool": "ok",
         "slots": "ok",
+        "capacity": "ok",
         "keys": "ok",
         "read path": "ok",
     }
