@@ -99,6 +99,7 @@ EFFECTS = {
     "REDIS_URL": ("redis://r.example:1/3", DEVELOPMENT, lambda s: s["REDIS_URL"]),
     "PROBE_REGION": ("eu-west", DEVELOPMENT, lambda s: s["PROBE_REGION"]),
     "WORKER_MAX_CONCURRENT_PROBES": ("9", DEVELOPMENT, lambda s: s["WORKER_MAX_CONCURRENT_PROBES"]),
+    "WORKER_POOL": ("prefork", DEVELOPMENT, lambda s: s["CELERY_WORKER_POOL"]),
     "DISPATCH_INTERVAL_S": ("7", DEVELOPMENT, lambda s: s["DISPATCH_INTERVAL_S"]),
     "DEFAULT_WORKLOAD": ("short", DEVELOPMENT, lambda s: s["DEFAULT_WORKLOAD"]),
     "MIN_SPEED_TOKENS": ("20", DEVELOPMENT, lambda s: s["MIN_SPEED_TOKENS"]),
