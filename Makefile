@@ -7,7 +7,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3.12 || \
 	(python3 -c 'import sys; sys.exit(not (3, 11) <= sys.version_info[:2] < (3, 13))' 2>/dev/null \
 	&& command -v python3) || true)
 
-.PHONY: run stop test bench bench-scale bench-pages bench-alerts bench-alerts-detection lint format
+.PHONY: run stop test bench bench-scale bench-capacity bench-pages bench-alerts bench-alerts-detection lint format
 
 $(VENV)/.installed: pyproject.toml
 	@if [ -z "$(PYTHON)" ]; then echo "Inferwatch needs Python 3.11 or 3.12 (python3.11 not found on PATH); install it and retry." >&2; exit 1; fi
@@ -32,6 +32,10 @@ bench: $(VENV)/.installed  # the measuring client vs the openai SDK and httpx (~
 
 bench-scale: $(VENV)/.installed  # queries and dispatcher at 10 M runs (first run generates ~20 min)
 	$(PY) tests/benchmarks/bench_scale.py
+
+# `make bench-capacity ARGS="--quick --json"`: 1,000 probes, threads pool vs prefork (~9 min quick)
+bench-capacity: $(VENV)/.installed
+	$(PY) tests/benchmarks/bench_capacity.py $(ARGS)
 
 bench-pages: $(VENV)/.installed  # page server time on the bench-scale database
 	$(PY) tests/benchmarks/bench_pages.py --db inferwatch_bench

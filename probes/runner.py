@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from django.conf import settings
+from django.db import connection
 
 from probes import groups, prompts, recording, workloads
 from probes.engine import (
@@ -128,6 +129,20 @@ def missing_key(provider, key) -> str:
     return f"no API key ({where}store one in the admin)"
 
 
+def _off_the_database(measure):
+    """``measure`` with this thread's database connection closed first (the next query
+    opens another): a measurement takes seconds to minutes, and a threads-pool worker's
+    64 task threads would otherwise hold 64 idle Postgres connections through them. Not
+    inside a transaction, which must keep its connection."""
+
+    def measure_released(arg):
+        if not connection.in_atomic_block:
+            connection.close()
+        return measure(arg)
+
+    return measure_released
+
+
 def run_group_for(probe_id: int, slot_at: datetime | None) -> uuid.UUID:
     if slot_at is None:
         return uuid.uuid4()
@@ -236,8 +251,8 @@ def run_slot(
                     api=provider.api_style,
                     new_request=new_request,
                     seed_of=lambda index: workloads.seed_for(f"{identity}/{index}"),
-                    measure_one=measure_sync,
-                    measure_many=measure_all_sync,
+                    measure_one=_off_the_database(measure_sync),
+                    measure_many=_off_the_database(measure_all_sync),
                     sink=sink,
                     done=done,
                 )

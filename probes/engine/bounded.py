@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 import httpx
 import orjson
 
-from . import egress
+from . import egress, shared_loop
 
 T = TypeVar("T")
 
@@ -169,11 +169,15 @@ def bounded_request_sync(
 
 
 def run_sync(make: Callable[[], Awaitable[T]]) -> T:
-    """Run the coroutine ``make()`` to completion on a fresh event loop.
+    """Run the coroutine ``make()`` to completion, blocking the caller.
 
-    Called from inside a running loop (a test, an async view), it runs on a helper
-    thread with its own loop, and exceptions are re-raised in the caller's thread.
+    In a process with a shared loop (a threads-pool worker: shared_loop.py) it runs
+    there, beside every other measurement of the process. Otherwise on a fresh event
+    loop; called from inside a running loop (a test, an async view), on a helper thread
+    with its own loop. Exceptions are re-raised in the caller's thread.
     """
+    if shared_loop.running() and not shared_loop.on_loop_thread():
+        return shared_loop.run(make)
     try:
         asyncio.get_running_loop()
         in_a_loop = True

@@ -29,7 +29,7 @@ from typing import Any
 
 import httpx
 
-from . import bounded, egress, fastread, http_errors, sanitize, tokenize, tokens
+from . import bounded, egress, fastread, http_errors, sanitize, start_gate, tokenize, tokens
 from .dialects import StreamRecorder, new_recorder
 from .fastread import ResponseTooLarge
 from .metrics import ServerCount, fill_metrics, prompt_texts, stream_counts
@@ -111,8 +111,9 @@ def _ssl_context() -> ssl.SSLContext:
 
 
 class _Measurement:
-    def __init__(self, req: ProbeRequest) -> None:
+    def __init__(self, req: ProbeRequest, start: start_gate.Member) -> None:
         self.req = req
+        self.start = start  # released once the measured request is sent (start_gate.py)
         self.result = RunResult(api=req.api, model=req.model)
         limits = req.limits
         self.rec: StreamRecorder = new_recorder(req.api)
@@ -146,6 +147,8 @@ class _Measurement:
         elif name in ("connection.connect_tcp.complete", "connection.start_tls.complete"):
             if self._connect_started is not None:
                 self._connect_ms = round((perf_counter_ns() - self._connect_started) / 1e6, 3)
+        elif name == "http11.send_request_body.complete" and self._in_measured_request:
+            self.start.sent()  # the next stream may start its own while this one waits
         elif name == "http11.receive_response_headers.complete":
             self.t_headers = perf_counter_ns()
 
@@ -478,17 +481,29 @@ def _unreadable(exc: Exception) -> str:
     return http_errors.short(f"unreadable response ({type(exc).__name__}: {exc})")
 
 
-async def measure(req: ProbeRequest) -> RunResult:
+async def measure(req: ProbeRequest, turn: start_gate.Turn | None = None) -> RunResult:
     """Stream ``req`` once and return every metric of the methodology.
 
     Never raises for a failed measurement: the failure is the result's ``status``.
+    Starts when no other stream of this loop is starting (``turn``: a share of a
+    parallel group's turn).
     """
-    return await _Measurement(req).run()
+    start = start_gate.Member(turn or await start_gate.take_turn())
+    try:
+        return await _Measurement(req, start).run()
+    finally:
+        start.sent()
 
 
 async def measure_all(reqs: list[ProbeRequest]) -> list[RunResult]:
     """Stream every request at once (a parallel workload); results in the same order."""
-    return list(await asyncio.gather(*(measure(req) for req in reqs)))
+    if not reqs:
+        return []
+    turn = await start_gate.take_turn(len(reqs))
+    try:
+        return list(await asyncio.gather(*(measure(req, turn) for req in reqs)))
+    finally:
+        turn.close()  # members cancelled before they began never said sent()
 
 
 def measure_sync(req: ProbeRequest) -> RunResult:

@@ -208,9 +208,9 @@ def probe_slots(
 
     The worker's cap counts probes, not streams: one slot per probe, however many
     requests it sends at once. WORKER_MAX_CONCURRENT_PROBES is the worker's pool size
-    (`make run` and Compose start Celery with it), each probe measuring in its own pool
-    process; a parallel probe's N streams share that process's event loop, and how many a
-    provider sees at once is its own cap's business. (Counting streams instead made a
+    (its threads: probes/worker_pool.py), every probe of the worker streaming on the
+    process's one event loop, a parallel probe's N streams too; how many a provider sees
+    at once is its own cap's business. (Counting streams instead made a
     parallel group wider than the worker wait for the whole worker to be idle, which a
     busy worker never is.) Runs near the worker's own ceiling are flagged client_bound.
     """

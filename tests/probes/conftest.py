@@ -202,9 +202,12 @@ class Processes:
         db_port: int | None = None,
         env: dict[str, str] | None = None,
         own_session: bool = False,
+        pool: str = "threads",
     ) -> Worker:
         """own_session: the worker leads its own process group, so a test can SIGKILL
-        the whole worker (main process and children) with os.killpg."""
+        the whole worker (main process and children) with os.killpg. pool: the threads
+        pool of `make run` (every probe on one event loop), or "prefork" (a process per
+        probe) for what only a pool process can show."""
         log = self.tmp / f"{name}.log"
         environ = (
             os.environ
@@ -215,6 +218,7 @@ class Processes:
                 "REDIS_URL": broker or settings.REDIS_URL,
                 "PROBE_REGION": region,
                 "PYTHONUNBUFFERED": "1",
+                "WORKER_POOL": pool,
             }
             | (env or {})
         )
@@ -330,6 +334,10 @@ class TcpProxy:
     def down(self) -> None:
         with self._lock:
             if self._listener:
+                # Shut down first: a close alone leaves the accept() blocked in the relay's
+                # thread listening, and it would take one more connection.
+                with contextlib.suppress(OSError):
+                    self._listener.shutdown(socket.SHUT_RDWR)
                 self._listener.close()
                 self._listener = None
             for conn in self._conns:

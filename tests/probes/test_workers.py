@@ -70,8 +70,10 @@ def test_the_provider_cap_holds_across_two_workers(make_probe, processes):
 def test_a_worker_killed_mid_probe_leaves_no_half_row_and_the_slot_runs_once(
     make_probe, processes, clean_redis
 ):
+    # A pool process killed alone is prefork's case (the threads pool dies whole, as in
+    # test_dead_worker_slots.py); the prefork pool stays a choice (`--pool prefork`).
     probe = make_probe("sim-fast@ttft=2500")
-    worker = processes.worker("w1", concurrency=1)
+    worker = processes.worker("w1", concurrency=1, pool="prefork")
     slot = current_slot()
     holders = caps.provider_semaphore(probe.endpoint.provider)
 

@@ -1,0 +1,476 @@
+"""Capacity benchmark: 1,000 probes on one worker, the threads pool beside today's prefork.
+
+    .venv/bin/python tests/benchmarks/bench_capacity.py --quick --json   # ~9 minutes in all
+    .venv/bin/python tests/benchmarks/bench_capacity.py --minutes 10     # per pool
+
+Real beat, a real worker, real Redis and Postgres, the project's simulator (a child
+process, real sockets) serving 100 endpoints x 10 workloads: 1,000 probes every 300 s,
+some endpoints single-slot (provider max_concurrency 1), some flaky (10 % of requests
+fail). Each pool gets the same two phases, one after the other (never both at once: the
+machine has two cores):
+
+- steady: the 1,000 probes for N minutes, phases spread evenly over their interval (the
+  spreading the planner does; here by hand so this measures the worker alone);
+- burst: 64 probes due at the same second, 16 streams at 2,100 tok/s and 48 at 150
+  tok/s, to measure memory per probe in flight and accuracy under that load.
+
+Accuracy is against the simulator's own send times (x_simulator in each stream's usage):
+tok/s within 2 %, TTFT within 5 ms of the simulator's first send. Own database
+(inferwatch_bench_capacity) and Redis DB 6. Prints a table; with --json one JSON object
+last. Never asserts: a benchmark is not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from collections import Counter
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+BENCH_URL = os.environ.get(
+    "BENCH_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/inferwatch_bench_capacity"
+)
+BROKER = os.environ.get("BENCH_BROKER_URL", "redis://127.0.0.1:6379/6")
+os.environ.update(
+    DATABASE_URL=BENCH_URL, CELERY_BROKER_URL=BROKER, REDIS_URL=BROKER, PROBE_REGION="bench"
+)
+os.environ.setdefault("INFERWATCH_ENV", "development")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
+
+PREFIX = "bench-cap"
+INTERVAL_S = 300
+ENDPOINTS = 100
+SINGLE_SLOT = range(0, 10)  # endpoints whose provider takes one request at a time
+FLAKY = range(10, 20)  # endpoints failing 10 % of requests
+FAST = range(20, 40)  # 2,100 tok/s; the others 150 tok/s
+WORKLOAD_TOKENS = (64, 96, 128, 192, 256, 384, 512, 640, 768, 1024)
+BURST_FAST, BURST_SLOW = 16, 48
+# Prefork as shipped before the threads pool: WORKER_MAX_CONCURRENT_PROBES defaulted to 4.
+BASELINE_CONCURRENCY = 4
+
+
+def ensure_database() -> None:
+    import psycopg
+
+    base, name = BENCH_URL.rsplit("/", 1)
+    with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
+        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone():
+            conn.execute(f'CREATE DATABASE "{name}"')
+
+
+# -- fixtures ---------------------------------------------------------------------------
+
+
+def _provider(slug: str, base_url: str, max_concurrency: int):
+    from probes.models import Provider
+
+    provider, _ = Provider.objects.update_or_create(
+        slug=slug,
+        defaults={
+            "name": slug,
+            "base_url": base_url,
+            "requires_key": False,
+            "enabled": True,
+            "simulated": True,
+            "max_concurrency": max_concurrency,
+            "first_token_timeout_s": 10.0,
+            "stall_timeout_s": 5.0,
+            "total_timeout_s": 30.0,
+            "backoff_until": None,
+        },
+    )
+    return provider
+
+
+def _endpoint(provider, model_id: str):
+    from probes.models import CanonicalModel, Endpoint, Price
+
+    model, _ = CanonicalModel.objects.get_or_create(slug=PREFIX, defaults={"name": "Bench"})
+    endpoint, created = Endpoint.objects.get_or_create(
+        provider=provider, model_id=model_id, defaults={"canonical_model": model}
+    )
+    if created:
+        Price.objects.create(
+            endpoint=endpoint,
+            effective_from=date(2020, 1, 1),
+            input_per_m=Decimal("0.1"),
+            output_per_m=Decimal("0.2"),
+        )
+    return endpoint
+
+
+def _workload(slug: str, max_tokens: int):
+    from probes.models import Workload
+
+    workload, _ = Workload.objects.update_or_create(
+        slug=slug,
+        defaults={
+            "name": slug,
+            "material": "fixed",
+            "messages": [{"role": "user", "content": "Count."}],
+            "max_tokens": max_tokens,
+        },
+    )
+    return workload
+
+
+def build_fleet(base_url: str) -> tuple[list, list]:
+    """(the 1,000 steady probes, the 64 burst probes), parked a day ahead."""
+    from probes.models import Probe
+
+    parked = datetime.now(UTC) + timedelta(days=1)
+    workloads = [_workload(f"{PREFIX}-{n}", n) for n in WORKLOAD_TOKENS]
+    steady = []
+    for i in range(ENDPOINTS):
+        provider = _provider(f"{PREFIX}-{i}", base_url, 1 if i in SINGLE_SLOT else 8)
+        tps = 2100 if i in FAST else 150
+        errors = ",errors=0.1" if i in FLAKY else ""
+        endpoint = _endpoint(provider, f"bench@tps={tps},ttft=80{errors},seed={i}")
+        for workload in workloads:
+            probe, _ = Probe.objects.update_or_create(
+                endpoint=endpoint,
+                workload=workload,
+                region="bench",
+                defaults={"interval_s": INTERVAL_S, "jitter_s": 0, "next_run_at": parked},
+            )
+            steady.append(probe)
+    burst = []
+    provider = _provider(f"{PREFIX}-burst", base_url, BURST_FAST + BURST_SLOW)
+    # ~10 s each, so that all 64 are streaming at once however their starts spread.
+    long_fast, long_slow = _workload(f"{PREFIX}-20000", 20000), _workload(f"{PREFIX}-1500", 1500)
+    for i in range(BURST_FAST + BURST_SLOW):
+        fast = i < BURST_FAST
+        endpoint = _endpoint(provider, f"bench@tps={2100 if fast else 150},ttft=80,seed={i}")
+        probe, _ = Probe.objects.update_or_create(
+            endpoint=endpoint,
+            workload=long_fast if fast else long_slow,
+            region="bench",
+            defaults={"interval_s": 3600, "jitter_s": 0, "next_run_at": parked},
+        )
+        burst.append(probe)
+    return steady, burst
+
+
+def reset(probes) -> None:
+    from probes.models import DispatchedSlot, ProbeRun
+    from probes.redis_client import redis_client
+
+    ids = [p.pk for p in probes]
+    ProbeRun.objects.filter(probe_id__in=ids).delete()
+    DispatchedSlot.objects.filter(probe_id__in=ids).delete()
+    redis_client().flushdb()
+
+
+def schedule(probes, start: datetime, spread_s: float) -> None:
+    from probes.models import Probe
+
+    for i, probe in enumerate(probes):
+        probe.next_run_at = start + timedelta(seconds=spread_s * i / len(probes))
+    Probe.objects.bulk_update(probes, ["next_run_at"], batch_size=500)
+
+
+def park(probes) -> None:
+    from probes.models import Probe
+
+    Probe.objects.filter(pk__in=[p.pk for p in probes]).update(
+        next_run_at=datetime.now(UTC) + timedelta(days=1)
+    )
+
+
+# -- processes --------------------------------------------------------------------------
+
+
+def start(name: str, args: list[str], env: dict[str, str]) -> subprocess.Popen:
+    log = open(f"/tmp/bench_capacity_{name}.log", "w")  # noqa: SIM115
+    return subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "dashboard", *args],
+        cwd=ROOT,
+        env=os.environ | {"PYTHONUNBUFFERED": "1"} | env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+
+
+def stop(process: subprocess.Popen, grace_s: float = 40.0) -> None:
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def pss_mb(pid: int) -> float:
+    """The proportional set size of `pid` and its children, in MB (shared pages split)."""
+    total = 0
+    for p in [pid, *_children(pid)]:
+        try:
+            for line in Path(f"/proc/{p}/smaps_rollup").read_text().splitlines():
+                if line.startswith("Pss:"):
+                    total += int(line.split()[1])
+        except OSError:
+            pass
+    return total / 1024
+
+
+def _children(pid: int) -> list[int]:
+    out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True)
+    return [int(p) for p in out.stdout.split()]
+
+
+def wait_for_beat(timeout_s: float = 120) -> None:
+    """Until beat's dispatcher has ticked: its start-up must not count as probe delay."""
+    from probes.scheduling import heartbeat
+
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout_s:
+        if "dispatcher" in heartbeat.read_heartbeats("beat"):
+            return
+        time.sleep(0.5)
+    raise SystemExit("beat did not tick; see /tmp/bench_capacity_beat_*.log")
+
+
+def wait_for_worker(timeout_s: float = 120) -> None:
+    from dashboard.celery import app
+
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout_s:
+        if any(n.startswith("bench@") for r in app.control.ping(timeout=1.0) or [] for n in r):
+            return
+    raise SystemExit("the benchmark's worker did not answer; see /tmp/bench_capacity_*.log")
+
+
+def watch(worker: subprocess.Popen, until: float, done=lambda: False) -> float:
+    """Sample the worker's PSS every second until `until` (monotonic) or done(); the max."""
+    from django.db import connection
+
+    peak = 0.0
+    while time.monotonic() < until and not done():
+        peak = max(peak, pss_mb(worker.pid))
+        connection.close()
+        time.sleep(1.0)
+    return peak
+
+
+# -- figures ----------------------------------------------------------------------------
+
+
+def _truth(run) -> tuple[float, float] | None:
+    """(true TTFT ms from the simulator's receipt, true tok/s) of a run, from x_simulator."""
+    sim = (run.usage or {}).get("x_simulator") or (run.server_timing or {}).get("x_simulator")
+    if not sim:
+        return None
+    span = (sim["t_last_ns"] - sim["t_first_ns"]) / 1e9
+    if span <= 0:
+        return None
+    tps = (sim["output_tokens"] - sim["first_event_tokens"]) / span
+    return (sim["t_first_ns"] - sim["t_request_ns"]) / 1e6, tps
+
+
+def accuracy(runs, min_span_s: float = 0.0) -> dict:
+    """Shares of ok runs within 2 % of the true tok/s and 5 ms of the true TTFT; only
+    streams of at least `min_span_s` (2 % of a 15 ms stream is a scheduler hiccup)."""
+    tps_ok = ttft_ok = n = 0
+    for run in runs:
+        truth = _truth(run)
+        if run.status != "ok" or truth is None or not run.output_tps or run.ttft_ms is None:
+            continue
+        if (run.output_tokens or 0) / truth[1] < min_span_s:
+            continue
+        true_ttft, true_tps = truth
+        n += 1
+        tps_ok += abs(run.output_tps / true_tps - 1) <= 0.02
+        ttft_ok += abs(run.ttft_ms - true_ttft) <= 5.0
+    return {
+        "measured": n,
+        "within_2pct_share": round(tps_ok / n, 4) if n else None,
+        "ttft_within_5ms_share": round(ttft_ok / n, 4) if n else None,
+    }
+
+
+def most_at_once(runs) -> int:
+    edges = []
+    for run in runs:
+        if run.e2e_ms is not None:
+            end = run.started_at + timedelta(milliseconds=run.e2e_ms)
+            edges += [(run.started_at, 1), (end, -1)]
+    now = peak = 0
+    for _, step in sorted(edges, key=lambda e: (e[0], e[1])):
+        now += step
+        peak = max(peak, now)
+    return peak
+
+
+def _reason(text: str) -> str:
+    return (text.split(":", 1)[0] or "unstated")[:60]
+
+
+def figures(steady, burst, start_at: datetime, end_at: datetime, pss: float) -> dict:
+    from probes.models import DispatchedSlot, ProbeRun
+
+    steady_ids = [p.pk for p in steady]
+    # Every slot the plan put in the window is due, dispatched or not.
+    offsets = [INTERVAL_S * i / len(steady) for i in range(len(steady))]
+    window_s = (end_at - start_at).total_seconds()
+    due = sum(int((window_s - off) // INTERVAL_S) + 1 for off in offsets if off <= window_s)
+    slots = DispatchedSlot.objects.filter(probe_id__in=steady_ids, slot_at__lte=end_at)
+    states = Counter(slots.values_list("state", flat=True))
+    skipped = Counter(
+        _reason(r) for r in slots.filter(state="skipped").values_list("reason", flat=True)
+    )
+    runs = list(ProbeRun.objects.filter(probe_id__in=steady_ids, request_index=0))
+    lags = sorted((r.started_at - r.slot_at).total_seconds() for r in runs if r.slot_at)
+    burst_runs = list(ProbeRun.objects.filter(probe_id__in=[p.pk for p in burst]))
+    honest = [r for r in runs if "errors=" not in r.endpoint.model_id]
+    peak = max(most_at_once(runs), most_at_once(burst_runs))
+    burst_peak = most_at_once(burst_runs)
+    burst_accuracy = accuracy(burst_runs)
+    return {
+        "probes": len(steady),
+        "slots_due": due,
+        "done": states.get("done", 0),
+        "skipped": dict(skipped),
+        "lost": states.get("lost", 0),
+        "open_at_end": sum(states.get(s, 0) for s in ("queued", "started", "retried")),
+        "not_dispatched": max(0, due - sum(states.values())),
+        "start_lag_p50_s": round(statistics.median(lags), 3) if lags else None,
+        "start_lag_p95_s": round(lags[int(0.95 * (len(lags) - 1))], 3) if lags else None,
+        "in_flight_peak": peak,
+        # The accuracy target: 64 streams at once (16 at 2,100 tok/s, 48 at 150).
+        "within_2pct_share": burst_accuracy["within_2pct_share"],
+        "ttft_within_5ms_share": burst_accuracy["ttft_within_5ms_share"],
+        "burst": {"in_flight_peak": burst_peak, "runs": len(burst_runs), **burst_accuracy},
+        "steady_accuracy": accuracy(honest, min_span_s=1.0),
+        "worker_pss_mb": round(pss, 1),
+        "pss_mb_per_probe": round(pss / burst_peak, 1) if burst_peak else None,
+    }
+
+
+# -- one pool ---------------------------------------------------------------------------
+
+
+def measure_pool(pool: str, concurrency: int, steady, burst, minutes: float) -> dict:
+    from django.db import connection
+
+    from probes.models import ProbeRun
+
+    print(f"\n{pool} pool, concurrency {concurrency}: {len(steady)} probes for {minutes:g} min")
+    reset([*steady, *burst])
+    env = {"WORKER_POOL": pool, "WORKER_MAX_CONCURRENT_PROBES": str(concurrency)}
+    worker = start(
+        f"worker_{pool}",
+        ["worker", "-n", "bench@%h", "-Q", "probes.bench,celery", "-c", str(concurrency),
+         "--without-gossip", "--without-mingle", "-l", "WARNING"],
+        env,
+    )  # fmt: skip
+    beat = None
+    try:
+        wait_for_worker()
+        beat = start(f"beat_{pool}", ["beat", "-l", "WARNING", "--pidfile="], env)
+        wait_for_beat()
+        start_at = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=3)
+        schedule(steady, start_at, INTERVAL_S)
+        connection.close()
+        watch(worker, time.monotonic() + 3 + minutes * 60)
+        end_at = datetime.now(UTC)
+        park(steady)
+        time.sleep(10)  # the last slots' streams end
+        # Burst: 64 due at once; memory sampled while they stream.
+        schedule(burst, datetime.now(UTC), 0)
+        ids = [p.pk for p in burst]
+        pss = watch(
+            worker,
+            time.monotonic() + 45,
+            lambda: ProbeRun.objects.filter(probe_id__in=ids).count() >= len(ids),
+        )
+        park(burst)
+    finally:
+        if beat is not None:
+            stop(beat, 10)
+        stop(worker)
+    return figures(steady, burst, start_at, end_at, pss)
+
+
+ROWS = [
+    ("probes", "probes"),
+    ("slots_due", "slots due"),
+    ("done", "done"),
+    ("skipped", "skipped (by reason)"),
+    ("lost", "lost"),
+    ("open_at_end", "still open at the end"),
+    ("not_dispatched", "never dispatched"),
+    ("start_lag_p50_s", "start lag p50 (s)"),
+    ("start_lag_p95_s", "start lag p95 (s)"),
+    ("in_flight_peak", "probes in flight, peak"),
+    ("burst", "burst of 64 due at once"),
+    ("within_2pct_share", "burst: tok/s within 2 %"),
+    ("ttft_within_5ms_share", "burst: TTFT within 5 ms"),
+    ("steady_accuracy", "steady, streams ≥ 1 s"),
+    ("worker_pss_mb", "worker PSS at the burst (MB)"),
+    ("pss_mb_per_probe", "PSS per probe in flight (MB)"),
+]
+
+
+def table(threads: dict, prefork: dict) -> str:
+    def cell(value) -> str:
+        if isinstance(value, dict) and "in_flight_peak" in value:
+            return f"{value['in_flight_peak']} at once, {value['runs']} runs"
+        if isinstance(value, dict) and "measured" in value:
+            return (
+                f"{value['measured']} runs: tok/s within 2 % {value['within_2pct_share']}, "
+                f"TTFT within 5 ms {value['ttft_within_5ms_share']}"
+            )
+        if isinstance(value, dict):
+            return ", ".join(f"{k}: {v}" for k, v in value.items()) or "0"
+        return str(value)
+
+    lines = [f"| | threads (one event loop) | prefork ×{BASELINE_CONCURRENCY} (baseline) |"]
+    lines.append("|---|---|---|")
+    for key, label in ROWS:
+        lines.append(f"| {label} | {cell(threads[key])} | {cell(prefork[key])} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="2.5 minutes per pool (~9 min in all)")
+    parser.add_argument("--minutes", type=float, default=10.0, help="steady phase, per pool")
+    parser.add_argument("--concurrency", type=int, default=64, help="the threads pool's size")
+    parser.add_argument("--json", action="store_true", help="one JSON object last")
+    args = parser.parse_args()
+    minutes = 2.5 if args.quick else args.minutes
+
+    ensure_database()
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    from probes.simulator import start_in_process
+
+    call_command("migrate", verbosity=0)
+    with start_in_process() as sim:
+        steady, burst = build_fleet(sim.base_url)
+        threads = measure_pool("threads", args.concurrency, steady, burst, minutes)
+        prefork = measure_pool("prefork", BASELINE_CONCURRENCY, steady, burst, minutes)
+    print()
+    print(table(threads, prefork))
+    if args.json:
+        print(json.dumps({**threads, "pool": "threads", "concurrency": args.concurrency,
+                          "minutes": minutes, "baseline": {**prefork, "pool": "prefork",
+                          "concurrency": BASELINE_CONCURRENCY}}))  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
