@@ -12,12 +12,14 @@ from __future__ import annotations
 from collections import defaultdict
 from datetime import datetime, timedelta
 
-from django.db.models import Count, Q
+from django.db import connection
+from django.db.models import Count
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from django.views.decorators.http import require_safe
 
 from dashboard import prom_buckets
+from dashboard.models import RunRollup
 from dashboard.queries import aggregates, lifetime
 from dashboard.web.exposition import CONTENT_TYPE, Exposition, compressed, labels
 from probes.models import Claim, DispatchedSlot, Endpoint, Probe, Workload
@@ -123,25 +125,61 @@ def _counters(out: Exposition, totals: list[tuple[str, lifetime.Totals]]) -> Non
         out.sample("inferwatch_cost_usd_total", text, t.cost_usd)
 
 
+# Runs, ok runs, checked and valid answers per series over a window, summed in Postgres
+# from hourly rollups and the raw tail (the leaderboard's own split, aggregates.plan_window):
+# the Python merge of thousands of series took most of a scrape.
+_RATIO_SQL = f"""
+SELECT endpoint_id, workload_id, region, sum(runs), sum(ok_runs), sum(checked), sum(valid)
+  FROM (
+    SELECT endpoint_id, workload_id, region, runs, ok_runs, checked_runs AS checked,
+           valid_runs AS valid
+      FROM dashboard_runrollup
+     WHERE granularity = '{RunRollup.HOUR}' AND bucket_start >= %(start)s
+           AND bucket_start < %(raw_from)s
+    UNION ALL
+    SELECT endpoint_id, workload_id, region, 1, (status = 'ok')::int,
+           (status = 'ok' AND output_valid IS NOT NULL)::int,
+           (status = 'ok' AND output_valid IS TRUE)::int
+      FROM probes_proberun
+     WHERE started_at >= %(raw_from)s AND started_at <= %(now)s AND role <> 'step'
+  ) AS parts
+ GROUP BY 1, 2, 3
+"""
+
+
+def recent_ratios(now: datetime) -> dict[tuple, tuple[float | None, float | None]]:
+    """(success ratio, valid answer ratio) per series over RATIO_WINDOW, as the
+    leaderboard counts them (Agg.success_rate, Agg.valid_share)."""
+    plan = aggregates.plan_window(now - RATIO_WINDOW, now, use_days=False)
+    start = plan.rollups[0][1] if plan.rollups else plan.raw_from
+    params = {"start": start, "raw_from": plan.raw_from, "now": now}
+    with connection.cursor() as cursor:
+        cursor.execute(_RATIO_SQL, params)
+        return {
+            (e, w, r): (ok / runs if runs else None, valid / checked if checked else None)
+            for e, w, r, runs, ok, checked, valid in cursor.fetchall()
+        }
+
+
 def _ratios(out: Exposition, now: datetime, series_labels) -> None:
-    recent = aggregates.collect(
-        Q(), now - RATIO_WINDOW, now, group_by=("endpoint", "workload", "region"), metrics=()
+    rows = sorted(
+        (text, ratios)
+        for key, ratios in recent_ratios(now).items()
+        if (text := series_labels(*key))
     )
-    rows = sorted((text, agg) for (key, _), agg in recent.items() if (text := series_labels(*key)))
-    out.family(
-        "inferwatch_success_ratio", "gauge", "Runs with status ok / all runs, last 24 h (0-1)."
-    )
-    for text, agg in rows:
-        if agg.success_rate is not None:
-            out.sample("inferwatch_success_ratio", text, agg.success_rate)
-    out.family(
-        "inferwatch_valid_answer_ratio",
-        "gauge",
-        "Checked answers (JSON, tool calls) that were valid / all checked, last 24 h (0-1).",
-    )
-    for text, agg in rows:
-        if agg.valid_share is not None:
-            out.sample("inferwatch_valid_answer_ratio", text, agg.valid_share)
+    for index, (name, help_text) in enumerate(
+        (
+            ("inferwatch_success_ratio", "Runs with status ok / all runs"),
+            (
+                "inferwatch_valid_answer_ratio",
+                "Checked answers (JSON, tool calls) that were valid / all checked",
+            ),
+        )
+    ):
+        out.family(name, "gauge", f"{help_text}, last 24 h (0-1).")
+        for text, ratios in rows:
+            if ratios[index] is not None:
+                out.sample(name, text, ratios[index])
 
 
 def claim_rows(endpoints: dict[int, Endpoint]) -> list[tuple[Endpoint, Claim]]:

@@ -91,7 +91,9 @@ def test_every_stored_bucket_sums_into_the_first_edge_that_holds_all_of_it(inver
         assert seconds <= edges[index] * (1 + 1e-12), (seconds, index)
         if index > 0:
             assert seconds * width > edges[index - 1], (seconds, index)
-    for edge in [e for e in prom_buckets.EDGES if e < 10**top]:  # the edges themselves, where float noise would show
+    for edge in [
+        e for e in prom_buckets.EDGES if e < 10**top
+    ]:  # the edges themselves, where float noise would show
         for nudge in (0.999, 1.001):
             seconds = edge * nudge
             stored_value = 1 / seconds if inverse else seconds * 1000
