@@ -310,3 +310,55 @@ def test_promtool_finds_no_problem(history):
     )
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert checked.stdout.strip() == b"" and checked.stderr.strip() == b""
+
+
+# -- alert annotations for Grafana -------------------------------------------------------------
+
+
+def make_event(endpoint, workload, *, started, resolved=None):
+    from dashboard.alerts.models import AlertEvent
+
+    return AlertEvent.objects.create(
+        rule_name="TTFT regression",
+        condition_label="TTFT median 30 % above its 7-day baseline",
+        metric="ttft_ms",
+        endpoint=endpoint,
+        workload=workload,
+        region="eu-west",
+        started_at=started,
+        resolved_at=resolved,
+        recent_value=400,
+        recent_samples=12,
+        limit_value=300,
+    )
+
+
+def ms(when) -> int:
+    return int(when.timestamp() * 1000)
+
+
+def test_alerts_come_as_grafana_annotations_for_the_asked_range(client, catalog):
+    now = timezone.now()
+    fast, workload = catalog["endpoints"]["fast"], catalog["workload"]
+    make_event(fast, workload, started=now - timedelta(hours=3), resolved=now - timedelta(hours=2))
+    make_event(fast, workload, started=now - timedelta(minutes=20))
+    make_event(fast, workload, started=now - timedelta(days=30), resolved=now - timedelta(days=29))
+
+    response = client.get(
+        "/metrics/alerts.json", {"from": ms(now - timedelta(days=1)), "to": ms(now)}
+    )
+    assert response.status_code == 200
+    annotations = response.json()
+    assert len(annotations) == 2  # the one a month ago lies outside the range
+    newest, older = annotations
+    assert older["timeEnd"] - older["time"] == 3_600_000
+    assert newest["title"] == "TTFT regression (firing)"
+    assert {"llama-3.3-70b", "eu-west"} <= set(newest["tags"])
+    assert client.get("/metrics/alerts.json").status_code == 200  # the last 7 days by default
+
+
+def test_annotations_refuse_a_range_they_cannot_read(client, db):
+    response = client.get("/metrics/alerts.json", {"from": "yesterday"})
+    assert response.status_code == 400
+    assert "epoch milliseconds" in response.json()["error"]
+    assert client.get("/metrics/alerts.json", {"from": 2000, "to": 1000}).status_code == 400

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import math
 from datetime import timedelta
 from urllib.parse import urlparse
 
@@ -12,11 +14,14 @@ from django.utils import timezone
 from dashboard import prom_buckets
 from dashboard.queries import aggregates
 from probes.models import ProbeRun
+from tests.conftest import ROOT
 
 from .conftest import make_run
 from .prometheus_server import running_prometheus
 
 pytestmark = pytest.mark.prometheus
+
+GRAFANA_DASHBOARD = ROOT / "dashboard" / "grafana" / "dashboards" / "inferwatch.json"
 
 
 @pytest.fixture
@@ -38,6 +43,7 @@ def prometheus(live_server, transactional_db, history, tmp_path):
                     cached_input_tokens=200,
                     reasoning_tokens=50,
                     cost_usd=0.0004,
+                    output_valid=True,
                 )
         server.wait_for_scrapes(2)
         yield server
@@ -89,3 +95,31 @@ def test_promql_over_the_scraped_app_says_what_the_app_says(prometheus, history)
     fast, slow = per_token["llama-3.3-70b"], per_token["llama-3.3-70b-versatile"]
     assert 1 / fast == pytest.approx(1870, rel=0.25)
     assert 1 / slow == pytest.approx(310, rel=0.25)
+
+
+# Grafana's variables, as the dashboard's defaults resolve them ("All" is the regex .*).
+GRAFANA_VARIABLES = {
+    "$__rate_interval": "1m",
+    "$__range": "1h",
+    "$provider": ".*",
+    "$workload": ".*",
+    "$region": ".*",
+}
+
+
+def dashboard_queries() -> list[tuple[str, str]]:
+    dashboard = json.loads(GRAFANA_DASHBOARD.read_text())
+    return [(p["title"], t["expr"]) for p in dashboard["panels"] for t in p["targets"]]
+
+
+def test_every_panel_of_the_shipped_grafana_dashboard_returns_data(prometheus, history):
+    queries = dashboard_queries()
+    assert len({title for title, _ in queries}) >= 10
+    for title, expr in queries:
+        for variable, value in GRAFANA_VARIABLES.items():
+            expr = expr.replace(variable, value)
+        assert "$" not in expr, (title, expr)
+        result = prometheus.query(expr)
+        values = [float(r["value"][1]) for r in result]
+        assert values, f"{title}: {expr} returned no series"
+        assert any(math.isfinite(v) for v in values), f"{title}: {expr} gave only {values}"
