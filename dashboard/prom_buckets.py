@@ -7,10 +7,8 @@ whose edge is at or above everything the stored bucket can hold, so `le=e` never
 sample above e. A stored bucket that straddles an edge counts in the bucket above it: a
 sample less than 0.46 % below an edge may read one bucket high, never low.
 
-Edges: vLLM's 22 TTFT edges (dashboards stay comparable with vLLM's own /metrics) plus
-fast-end edges every 0.1 ms up to 0.5 ms, then 0.75, 2 and 3 ms, so a 2,100 tok/s
-endpoint (0.48 ms per token) and a 1,000 tok/s one read apart. The same edges serve all
-four histograms.
+Edges: probes/engine/buckets.py (vLLM's 22 TTFT edges plus fast-end ones), the same for
+all four histograms and for the OpenTelemetry push.
 
 Time per output token is 1 / output speed: a stored speed bucket [a, b) tok/s holds
 times per token in (1/b, 1/a] s, read against the edges with 1/a as its upper bound.
@@ -22,13 +20,9 @@ import bisect
 import math
 
 from dashboard.histogram import _FLOOR_LOG, _LOG_STEP, GAMMA
+from probes.engine.buckets import SECONDS_EDGES
 
-VLLM_TTFT_EDGES = (
-    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75,
-    1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
-)  # fmt: skip
-FAST_EDGES = (0.0001, 0.0002, 0.0003, 0.0004, 0.0005, 0.00075, 0.002, 0.003)
-EDGES: tuple[float, ...] = tuple(sorted({*VLLM_TTFT_EDGES, *FAST_EDGES}))
+EDGES = SECONDS_EDGES
 # Index of the +Inf bucket in a list of per-bucket counts (len(EDGES) + 1 of them).
 INF = len(EDGES)
 
