@@ -57,6 +57,7 @@ SLOT_REASONS = (
     ("lost", "re-sent, but", "resend_not_started"),
     ("lost", "no worker of region", "not_started"),
     ("skipped", "would have started", "started_late"),
+    ("skipped", "maintenance window", "maintenance"),
     ("skipped", "Skipped: due", "missed"),
     ("skipped", "backing off", "provider_backing_off"),
     ("skipped", "max concurrency", "cap_too_narrow"),

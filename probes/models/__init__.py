@@ -4,6 +4,7 @@ Everything is re-exported here, so ``from probes.models import ProbeRun`` keeps 
 migrations keep their ``probes.models.validate_*`` references.
 """
 
+from probes.models.maintenance import MaintenanceWindow
 from probes.models.providers import (
     API_STYLES,
     LENGTH_CONTROLS,
@@ -58,6 +59,7 @@ __all__ = [
     "WORKLOAD_CHECKS",
     "WORKLOAD_KINDS",
     "CanonicalModel",
+    "MaintenanceWindow",
     "CatalogRecord",
     "Claim",
     "DispatchedSlot",
