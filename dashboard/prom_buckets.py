@@ -75,14 +75,6 @@ def stored_value_seconds(stored: int, inverse: bool) -> float:
     return 1 / value if inverse else value / 1000
 
 
-def cumulative(counts: list[int]) -> list[int]:
-    out, total = [], 0
-    for n in counts:
-        total += n
-        out.append(total)
-    return out
-
-
 def edge_label(edge: float) -> str:
     """`le` as Prometheus' own clients write it (repr of the float: 0.0001, 1.0, 2560.0)."""
     return repr(float(edge))

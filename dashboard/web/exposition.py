@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 from collections.abc import Iterable, Sequence
+from itertools import accumulate
 
 from dashboard import prom_buckets
 
@@ -45,10 +46,10 @@ class Exposition:
 
     def histogram(self, name: str, label_text: str, counts: list[int], total: float) -> None:
         """One series: cumulative `_bucket`s over prom_buckets.EDGES and +Inf, `_sum`, `_count`."""
-        cumulative = prom_buckets.cumulative(counts)
+        cumulative = list(accumulate(counts))
         bucket = f"{name}_bucket{{{label_text},le="
         self.lines.extend(f'{bucket}"{le}"}} {n}' for le, n in zip(_LE, cumulative, strict=True))
-        self.lines.append(f"{name}_sum{{{label_text}}} {number(total)}")
+        self.lines.append(f"{name}_sum{{{label_text}}} {total!r}")
         self.lines.append(f"{name}_count{{{label_text}}} {cumulative[-1]}")
 
     def body(self) -> bytes:

@@ -13,7 +13,6 @@ from collections import defaultdict
 from datetime import datetime, timedelta
 
 from django.db import connection
-from django.db.models import Count
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from django.views.decorators.http import require_safe
@@ -22,7 +21,8 @@ from dashboard import prom_buckets
 from dashboard.models import RunRollup
 from dashboard.queries import aggregates, lifetime
 from dashboard.web.exposition import CONTENT_TYPE, Exposition, compressed, labels
-from probes.models import Claim, DispatchedSlot, Endpoint, Probe, Workload
+from probes.models import Claim, Endpoint, Probe, Workload
+from probes.scheduling import slot_reasons
 
 RATIO_WINDOW = timedelta(hours=24)
 LABELS = ("provider", "model", "endpoint", "workload", "region", "simulated")
@@ -49,19 +49,6 @@ CLAIM_GAUGES = {
     "first_sentence_ms": ("inferwatch_claim_time_to_first_sentence_seconds", 0.001),
     "tool_call_ms": ("inferwatch_claim_tool_call_duration_seconds", 0.001),
 }
-# Ledger reasons (free text, probes/scheduling) → a bounded label: the first whose
-# words the reason contains.
-SLOT_REASONS = (
-    ("lost", "stopped sending heartbeats", "worker_silent"),
-    ("lost", "left no result", "no_result"),
-    ("lost", "re-sent, but", "resend_not_started"),
-    ("lost", "no worker of region", "not_started"),
-    ("skipped", "would have started", "started_late"),
-    ("skipped", "maintenance window", "maintenance"),
-    ("skipped", "Skipped: due", "missed"),
-    ("skipped", "backing off", "provider_backing_off"),
-    ("skipped", "max concurrency", "cap_too_narrow"),
-)
 
 
 def render(now: datetime | None = None) -> bytes:
@@ -227,46 +214,21 @@ def _lag(out: Exposition, now: datetime, series_labels) -> None:
             )
 
 
-def slot_counts() -> dict[tuple[str, str, str], int]:
-    """(state, region, reason) → slots the ledger holds that ended lost or skipped.
-
-    Our own failures and deliberate skips, apart from the providers' runs (see
-    probes/scheduling/ledger.py). Every region active probes run from has its lost and
-    skipped series, at 0 when nothing happened, so an alert has a series to watch.
-    """
-    counts: dict[tuple[str, str, str], int] = {}
-    for region in set(Probe.objects.active().values_list("region", flat=True)):
-        for state in ("lost", "skipped"):
-            counts[(state, region, "none")] = 0
-    rows = (
-        DispatchedSlot.objects.filter(state__in=("lost", "skipped"))
-        .values_list("state", "region", "reason")
-        .order_by()
-    )
-    grouped = rows.annotate(n=Count("pk"))
-    for state, region, reason, n in grouped:
-        kind = reason_kind(state, reason)
-        counts[(state, region, kind)] = counts.get((state, region, kind), 0) + n
-    return counts
-
-
-def reason_kind(state: str, reason: str) -> str:
-    for want_state, words, kind in SLOT_REASONS:
-        if state == want_state and words in reason:
-            return kind
-    return "other"
-
-
 def _slots(out: Exposition) -> None:
-    counts = slot_counts()
-    for state in ("lost", "skipped"):
+    counts = slot_reasons.counts()
+    # Every region active probes run from has its series, at 0 when nothing happened, so
+    # an alert on it has a series to watch.
+    for region in set(Probe.objects.active().values_list("region", flat=True)):
+        for state in slot_reasons.COUNTED_STATES:
+            counts.setdefault((state, region, "none"), 0)
+    for state in slot_reasons.COUNTED_STATES:
         name = f"inferwatch_{state}_slots_total"
         help_text = (
             "Dispatched slots that ended with no run (our failure, not the provider's)"
             if state == "lost"
             else "Slots not run on purpose (too late, provider backing off, cap too narrow)"
         )
-        out.family(name, "counter", f"{help_text}, by region and reason, over the ledger kept.")
+        out.family(name, "counter", f"{help_text}, by region and reason (all time).")
         for (s, region, reason), n in sorted(counts.items()):
             if s == state:
                 out.sample(name, labels(("region", "reason"), (region, reason)), n)

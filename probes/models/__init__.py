@@ -26,6 +26,7 @@ from probes.models.runs import (
     ProbeRun,
     WorkerCalibration,
 )
+from probes.models.tallies import SlotTally
 from probes.models.validators import (
     positive,
     validate_base_url,
@@ -60,6 +61,7 @@ __all__ = [
     "WORKLOAD_KINDS",
     "CanonicalModel",
     "MaintenanceWindow",
+    "SlotTally",
     "CatalogRecord",
     "Claim",
     "DispatchedSlot",

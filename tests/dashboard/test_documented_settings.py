@@ -105,6 +105,11 @@ EFFECTS = {
     "RAW_RUN_RETENTION_DAYS": ("30", DEVELOPMENT, lambda s: s["RAW_RUN_RETENTION_DAYS"]),
     "CLIENT_BOUND_MARGIN": ("0.5", DEVELOPMENT, lambda s: s["CLIENT_BOUND_MARGIN"]),
     "SIMULATOR_URL": ("http://127.0.0.1:9", DEVELOPMENT, lambda s: s["SIMULATOR_URL"]),
+    "OTEL_EXPORTER_OTLP_ENDPOINT": (
+        "http://127.0.0.1:4318",
+        DEVELOPMENT,
+        lambda s: s["OTEL_EXPORTER_OTLP_ENDPOINT"],
+    ),
     "REQUIRE_LOGIN": ("true", DEVELOPMENT, lambda s: s["REQUIRE_LOGIN"]),
     "METRICS_BEARER_TOKEN": ("tok", DEVELOPMENT, lambda s: s["METRICS_BEARER_TOKEN"]),
     "SITE_URL": ("https://a.example", DEVELOPMENT, lambda s: s["SITE_URL"]),

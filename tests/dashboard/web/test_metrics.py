@@ -18,6 +18,7 @@ from dashboard.queries import aggregates, lifetime
 from dashboard.web import prometheus
 from probes.engine import buckets as bucket_edges
 from probes.models import Claim, DispatchedSlot, Probe, ProbeRun
+from probes.scheduling import ledger
 
 from .conftest import make_run
 
@@ -290,6 +291,16 @@ def test_lost_and_skipped_slots_are_counted_by_region_and_reason(client, history
     # A region probes run from that lost nothing has its series too, at zero.
     Probe.objects.create(endpoint=probe.endpoint, workload=probe.workload, region="ap-south")
     assert sample(scrape(client), lost, region="ap-south") == 0
+
+    # Retention prunes the ledger: the counters keep every slot they counted.
+    assert ledger.prune(now) == 5
+    assert not DispatchedSlot.objects.exists()
+    families = scrape(client)
+    assert sample(families, lost, region="eu-west", reason="not_started") == 2
+    assert sample(families, lost, region="eu-west", reason="worker_silent") == 1
+    assert sample(families, skipped, region="eu-west", reason="provider_backing_off") == 1
+    assert ledger.prune(now) == 0
+    assert sample(scrape(client), lost, region="eu-west", reason="not_started") == 2
 
 
 def test_a_scraper_that_accepts_gzip_gets_it(client, history):
