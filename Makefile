@@ -7,7 +7,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3.12 || \
 	(python3 -c 'import sys; sys.exit(not (3, 11) <= sys.version_info[:2] < (3, 13))' 2>/dev/null \
 	&& command -v python3) || true)
 
-.PHONY: run stop test bench bench-scale bench-capacity bench-pages bench-alerts bench-alerts-detection lint format
+.PHONY: run stop test bench bench-scale bench-capacity bench-pages bench-metrics bench-alerts bench-alerts-detection lint format
 
 $(VENV)/.installed: pyproject.toml
 	@if [ -z "$(PYTHON)" ]; then echo "Inferwatch needs Python 3.11 or 3.12 (python3.11 not found on PATH); install it and retry." >&2; exit 1; fi
@@ -39,6 +39,9 @@ bench-capacity: $(VENV)/.installed
 
 bench-pages: $(VENV)/.installed  # page server time on the bench-scale database
 	$(PY) tests/benchmarks/bench_pages.py --db inferwatch_bench
+
+bench-metrics: $(VENV)/.installed  # one /metrics scrape at 100 endpoints × 11 workloads × 3 regions
+	$(PY) tests/benchmarks/bench_metrics.py
 
 bench-alerts: $(VENV)/.installed  # one alert evaluation over a realistic run table
 	$(PY) -m dashboard.devstack test tests/benchmarks/bench_alerts.py -s -q

@@ -50,6 +50,17 @@ def bucket_value(index: int) -> float:
     return 2 * upper / (GAMMA + 1)
 
 
+def bucket_sql(value: str) -> str:
+    """`bucket_of` in SQL, for the SQL expression `value` (float8). The constants come
+    from this module, so the two can never drift apart; repr() of a float is exact."""
+    log_index = f"floor((log({{v}}) - ({_FLOOR_LOG!r})::float8) / ({_LOG_STEP!r})::float8)::int"
+    return (
+        f"CASE WHEN {value} < -{FLOOR!r}::float8 THEN -1 - {log_index.format(v=f'-{value}')} "
+        f"WHEN {value} <= {FLOOR!r}::float8 THEN 0 "
+        f"ELSE {log_index.format(v=value)} END"
+    )
+
+
 def build(values: Iterable[float | None]) -> Histogram:
     hist: dict[str, int] = {}
     for value in values:

@@ -10,7 +10,8 @@ from django.http import HttpResponse
 # Always reachable: login itself, health (which then shows only ok / fail to anonymous
 # visitors), static assets.
 _OPEN_PREFIXES = ("/admin/login/", "/status", "/static/")
-_METRICS = "/metrics"
+# What a scraper reads: the metrics, and the alert annotations Grafana draws over them.
+_METRICS = ("/metrics", "/metrics/alerts.json")
 
 
 class LoginRequiredMiddleware:
@@ -25,7 +26,7 @@ class LoginRequiredMiddleware:
         # which is the database, when the database is down.
         if not settings.REQUIRE_LOGIN or request.path.startswith(_OPEN_PREFIXES):
             return self.get_response(request)
-        if request.path == _METRICS:
+        if request.path in _METRICS:
             # Scrapers have no session: a bearer token (checked before the session, so a
             # scrape costs no session lookup), else a signed-in user.
             if _bearer_token_ok(request) or request.user.is_authenticated:

@@ -40,6 +40,10 @@ class RunRollup(models.Model):
     hist_cost_saved_pct = models.JSONField(default=dict)
     hist_slowdown = models.JSONField(default=dict)
     sum_output_tokens = models.BigIntegerField(default=0)
+    # The other token counts of the same runs: the /metrics token counters.
+    sum_input_tokens = models.BigIntegerField(default=0)
+    sum_cached_tokens = models.BigIntegerField(default=0)
+    sum_reasoning_tokens = models.BigIntegerField(default=0)
     sum_cost_usd = models.DecimalField(max_digits=16, decimal_places=8, default=0)
     # Ok runs whose token counts are not the provider's usage (contract.approx_tokens):
     # the leaderboard marks a row's speed ≈ when its window has any.
@@ -99,6 +103,13 @@ class WindowSnapshot(models.Model):
     checked_runs = models.PositiveIntegerField(default=0)  # as RunRollup's
     valid_runs = models.PositiveIntegerField(default=0)  # as RunRollup's
     last_run_at = models.DateTimeField(null=True)
+    # Lifetime rows only (the /metrics counters and histograms, dashboard/queries/lifetime.py):
+    # the other token sums, and per exported histogram its Prometheus bucket counts
+    # (dashboard/prom_buckets.EDGES, not cumulative) and sum in seconds.
+    sum_input_tokens = models.BigIntegerField(default=0)
+    sum_cached_tokens = models.BigIntegerField(default=0)
+    sum_reasoning_tokens = models.BigIntegerField(default=0)
+    prom_buckets = models.JSONField(default=dict)
     # Median output speed per sparkline bucket wholly inside the snapshot:
     # [[epoch seconds, tok/s or null], ...]; and the speed histogram of the bucket the
     # snapshot ends in (a day still filling up), [epoch seconds, histogram] or null.

@@ -26,7 +26,7 @@ from datetime import UTC, datetime, timedelta
 from django.db import connection, transaction
 
 from dashboard import snapshots
-from dashboard.histogram import _FLOOR_LOG, _LOG_STEP, FLOOR
+from dashboard.histogram import bucket_sql
 from dashboard.models import RollupWatermark, RunRollup
 from probes.engine.contract import ROLLUP_METRICS, SPEED_METRICS, USAGE_TOKEN_SOURCES
 from probes.models import ProbeRun
@@ -42,14 +42,7 @@ NEW_RUNS_BATCH = 20_000
 
 Series = tuple[int, int, str]  # endpoint_id, workload_id, region
 
-# dashboard/histogram.bucket_of, in SQL. Constants come from the Python module so the
-# two can never drift apart; repr() of a float is exact.
-_LOG_INDEX = f"floor((log({{v}}) - ({_FLOOR_LOG!r})::float8) / ({_LOG_STEP!r})::float8)::int"
-_BUCKET_SQL = (
-    f"CASE WHEN m.v < -{FLOOR!r}::float8 THEN -1 - {_LOG_INDEX.format(v='-m.v')} "
-    f"WHEN m.v <= {FLOOR!r}::float8 THEN 0 "
-    f"ELSE {_LOG_INDEX.format(v='m.v')} END"
-)
+_BUCKET_SQL = bucket_sql("m.v")
 
 # Speeds count only for runs long enough to rank on speed (the contract's rule, applied
 # when the run was recorded: short_output; and a workload's stopped_short).
@@ -78,7 +71,8 @@ _UPSERT_SQL = f"""
 WITH runs AS (
     SELECT endpoint_id, workload_id, region,
            date_trunc(%(unit)s, started_at, 'UTC') AS bucket_start,
-           started_at, status, output_tokens, cost_usd, token_source, output_valid,
+           started_at, status, output_tokens, input_tokens, cached_input_tokens,
+           reasoning_tokens, cost_usd, token_source, output_valid,
            {_METRIC_COLUMNS}
       FROM probes_proberun
      -- A group's requests ("step") are not ranked: its summary row ("group") is.
@@ -87,7 +81,9 @@ WITH runs AS (
 ),
 parts AS (
     SELECT endpoint_id, workload_id, region, bucket_start, 'status' AS kind, status AS k,
-           count(*) AS n, sum(output_tokens) AS output_tokens, sum(cost_usd) AS cost,
+           count(*) AS n, sum(output_tokens) AS output_tokens, sum(input_tokens) AS input_tokens,
+           sum(cached_input_tokens) AS cached_tokens, sum(reasoning_tokens) AS reasoning_tokens,
+           sum(cost_usd) AS cost,
            count(*) FILTER (WHERE {_APPROX_SQL}) AS approx,
            count(*) FILTER (WHERE {_CHECKED_SQL}) AS checked,
            count(*) FILTER (WHERE {_CHECKED_SQL} AND output_valid) AS valid,
@@ -95,7 +91,7 @@ parts AS (
       FROM runs GROUP BY 1, 2, 3, 4, 6
     UNION ALL
     SELECT endpoint_id, workload_id, region, bucket_start, m.metric, ({_BUCKET_SQL})::text,
-           count(*), NULL, NULL, NULL, NULL, NULL, NULL
+           count(*), NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
       FROM runs CROSS JOIN LATERAL (VALUES {_METRIC_VALUES}) AS m(metric, v)
      WHERE status = 'ok' AND m.v IS NOT NULL
      GROUP BY 1, 2, 3, 4, 5, 6
@@ -103,20 +99,25 @@ parts AS (
 INSERT INTO dashboard_runrollup (
     granularity, bucket_start, endpoint_id, workload_id, region, runs, ok_runs,
     status_counts, {_HIST_COLUMNS},
-    sum_output_tokens, sum_cost_usd, approx_token_runs, checked_runs, valid_runs, last_run_at)
+    sum_output_tokens, sum_input_tokens, sum_cached_tokens, sum_reasoning_tokens,
+    sum_cost_usd, approx_token_runs, checked_runs, valid_runs, last_run_at)
 SELECT %(granularity)s, bucket_start, endpoint_id, workload_id, region,
        sum(n) FILTER (WHERE kind = 'status'),
        coalesce(sum(n) FILTER (WHERE kind = 'status' AND k = 'ok'), 0),
        jsonb_object_agg(k, n) FILTER (WHERE kind = 'status'),
        {_HIST_AGGREGATES},
-       coalesce(sum(output_tokens), 0), coalesce(sum(cost), 0), coalesce(sum(approx), 0),
+       coalesce(sum(output_tokens), 0), coalesce(sum(input_tokens), 0),
+       coalesce(sum(cached_tokens), 0), coalesce(sum(reasoning_tokens), 0),
+       coalesce(sum(cost), 0), coalesce(sum(approx), 0),
        coalesce(sum(checked), 0), coalesce(sum(valid), 0), max(last_run_at)
   FROM parts
  GROUP BY endpoint_id, workload_id, region, bucket_start
 ON CONFLICT (granularity, endpoint_id, workload_id, region, bucket_start) DO UPDATE SET
     runs = EXCLUDED.runs, ok_runs = EXCLUDED.ok_runs, status_counts = EXCLUDED.status_counts,
     {_HIST_UPDATES},
-    sum_output_tokens = EXCLUDED.sum_output_tokens, sum_cost_usd = EXCLUDED.sum_cost_usd,
+    sum_output_tokens = EXCLUDED.sum_output_tokens, sum_input_tokens = EXCLUDED.sum_input_tokens,
+    sum_cached_tokens = EXCLUDED.sum_cached_tokens,
+    sum_reasoning_tokens = EXCLUDED.sum_reasoning_tokens, sum_cost_usd = EXCLUDED.sum_cost_usd,
     approx_token_runs = EXCLUDED.approx_token_runs, checked_runs = EXCLUDED.checked_runs,
     valid_runs = EXCLUDED.valid_runs, last_run_at = EXCLUDED.last_run_at
 """

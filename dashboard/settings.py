@@ -237,7 +237,7 @@ if PRODUCTION:
     # Preloading is a commitment for the whole domain, so it stays opt-in and its
     # `check --deploy` reminder is silenced until an operator opts in.
     SILENCED_SYSTEM_CHECKS = [] if SECURE_HSTS_PRELOAD else ["security.W021"]
-    SECURE_REDIRECT_EXEMPT = [r"^status$", r"^metrics$"]
+    SECURE_REDIRECT_EXEMPT = [r"^status$", r"^metrics$", r"^metrics/alerts\.json$"]
 
 # Scripts, styles, fonts and data only from this site: no inline code (htmx's indicator
 # style is off, see base.html; charts read their JSON from <script type=application/json>).
@@ -335,6 +335,9 @@ RAW_RUN_RETENTION_DAYS = env_int("RAW_RUN_RETENTION_DAYS", 90, minimum=1)
 # Runs faster than this share of the worker's own measured ceiling are flagged.
 CLIENT_BOUND_MARGIN = env_float("CLIENT_BOUND_MARGIN", 0.8, minimum=0.0)
 SIMULATOR_URL = env_str("SIMULATOR_URL", "http://127.0.0.1:8765")
+# OpenTelemetry push of every measured request (probes/telemetry.py): an OTLP/HTTP base URL
+# such as http://collector:4318. Empty: off.
+OTEL_EXPORTER_OTLP_ENDPOINT = env_str("OTEL_EXPORTER_OTLP_ENDPOINT", "")
 
 # Where people reach the site, for links in alert notices (e.g. https://inferwatch.example.com).
 # Empty: notices carry paths only.

@@ -1,6 +1,6 @@
 """Window snapshots: each leaderboard window's rolled-up part, merged once per hour.
 
-(And the lifetime counts by status the /metrics counters read, summed once per hour.)
+(And the lifetime totals the /metrics counters and histograms read, summed once per hour.)
 
 A leaderboard over 30 days merges, per series, 29 daily and up to 46 hourly rollup rows
 for its figures and one histogram per day for its sparkline: tens of thousands of
@@ -28,7 +28,7 @@ from django.db import connection, transaction
 from django.db.models import Q
 
 from dashboard.models import ROLLUP_METRICS, RunRollup, SnapshotBuild, WindowSnapshot
-from dashboard.queries import aggregates
+from dashboard.queries import aggregates, lifetime
 from dashboard.queries import leaderboard as leaderboards
 
 log = logging.getLogger(__name__)
@@ -95,10 +95,9 @@ def build(window: str, now: datetime) -> int:
 
 
 def build_lifetime(now: datetime) -> int:
-    """Runs by status per series over every rollup (the /metrics counters); rows written.
-
-    Counts only: summed in Postgres, a year of rollups takes a fraction of a second.
-    """
+    """Every series' totals over every rollup (the /metrics counters and histograms,
+    dashboard/queries/lifetime.py); rows written. Summed in Postgres: a year of rollups
+    takes a fraction of a second."""
     started = time.perf_counter()
     with transaction.atomic():
         with connection.cursor() as cursor:
@@ -106,18 +105,15 @@ def build_lifetime(now: datetime) -> int:
         plan = aggregates.lifetime_plan(now)  # after the lock: rollups cannot move now
         if not plan.rollups:
             return 0
-        counts = aggregates.lifetime_counts_from_rollups(plan)
         rows = [
             WindowSnapshot(
                 window=aggregates.LIFETIME,
                 endpoint_id=series[0],
                 workload_id=series[1],
                 region=series[2],
-                runs=sum(by_status.values()),
-                ok_runs=by_status.get("ok", 0),
-                status_counts=by_status,
+                **lifetime.snapshot_fields(totals),
             )
-            for series, by_status in counts.items()
+            for series, totals in lifetime.from_rollups(plan).items()
         ]
         _replace(aggregates.LIFETIME, rows, _covers(plan), started)
     return len(rows)

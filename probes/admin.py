@@ -24,6 +24,7 @@ from probes.models import (
     Claim,
     DispatchedSlot,
     Endpoint,
+    MaintenanceWindow,
     Price,
     Probe,
     ProbeRun,
@@ -545,6 +546,26 @@ class ProbeRunAdmin(ReadOnlyAdmin):
     list_select_related = ["endpoint__provider", "workload"]
     # Counting a large runs table on every page load is slow; the list needs no total.
     show_full_result_count = False
+
+
+@admin.register(MaintenanceWindow)
+class MaintenanceWindowAdmin(admin.ModelAdmin):
+    """Recurring windows (probes/models/maintenance.py): alerts held, charts shaded,
+    probes paused if asked."""
+
+    list_display = [
+        "name",
+        "provider",
+        "endpoint",
+        "start",
+        "duration",
+        "time_zone",
+        "days",
+        "pause_probes",
+        "enabled",
+    ]
+    list_filter = ["enabled", "pause_probes", "provider"]
+    search_fields = ["name", "reason"]
 
 
 @admin.register(WorkerCalibration)

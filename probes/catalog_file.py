@@ -1,5 +1,6 @@
-"""Config as code: providers, endpoints, prices, probes, workloads and alert rules from
-a YAML file (``manage.py load_catalog --file probes.yaml``; see probes.example.yaml).
+"""Config as code: providers, endpoints, prices, probes, workloads, maintenance windows and
+alert rules from a YAML file (``manage.py load_catalog --file probes.yaml``; see
+probes.example.yaml).
 
 * Idempotent: rows are found by their natural keys (a provider's slug, an endpoint's
   model id, a probe's workload and region, a price's date, a workload's slug, an alert
@@ -16,9 +17,10 @@ which probes must not import.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import date, time, timedelta
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
@@ -29,7 +31,15 @@ from django.db import models, transaction
 from django.utils.text import slugify
 
 from probes.catalog import LoadReport
-from probes.models import CanonicalModel, Endpoint, Price, Probe, Provider, Workload
+from probes.models import (
+    CanonicalModel,
+    Endpoint,
+    MaintenanceWindow,
+    Price,
+    Probe,
+    Provider,
+    Workload,
+)
 
 
 class CatalogFileError(Exception):
@@ -357,5 +367,79 @@ def _load_probe(endpoint: Endpoint, item: Lined, report: LoadReport) -> None:
         report.to_plan.append(probe)
 
 
+# -- maintenance windows (Gatus' shape) -----------------------------------------------------
+
+MAINTENANCE_KEYS = (
+    "name", "provider", "endpoint", "start", "duration", "timezone", "every", "pause_probes",
+    "enabled", "reason",
+)  # fmt: skip
+_DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+
+
+def _duration(item: Lined) -> timedelta:
+    """Gatus' durations: 1h, 30m, 1h30m, 90s."""
+    text = str(require(item, "duration", "a maintenance window")).strip()
+    match = _DURATION.match(text)
+    if not text or not match:
+        raise CatalogFileError(
+            f"duration {text!r}: write it like 1h, 30m or 1h30m", item.line_of("duration")
+        )
+    hours, minutes, seconds = (int(g or 0) for g in match.groups())
+    return timedelta(hours=hours, minutes=minutes, seconds=seconds)
+
+
+def _start(item: Lined) -> time:
+    value = require(item, "start", "a maintenance window")
+    if isinstance(value, int):  # YAML 1.1 reads an unquoted 23:00 as sexagesimal minutes
+        return time(value // 60 % 24, value % 60)
+    try:
+        return time.fromisoformat(str(value))
+    except ValueError:
+        raise CatalogFileError(
+            f"start {value!r}: write it as HH:MM", item.line_of("start")
+        ) from None
+
+
+def _load_maintenance_windows(items: list[Lined], report: LoadReport) -> None:
+    for item in items:
+        for key in item:
+            if key not in MAINTENANCE_KEYS:
+                known = ", ".join(MAINTENANCE_KEYS)
+                raise CatalogFileError(f"unknown field {key!r}; fields: {known}", item.line_of(key))
+        name = require(item, "name", "a maintenance window")
+        slug = require(item, "provider", "a maintenance window")
+        provider = Provider.objects.filter(slug=slug).first()
+        if provider is None:
+            raise CatalogFileError(f"unknown provider {slug!r}", item.line_of("provider"))
+        scope: dict[str, Any] = {"provider": provider, "endpoint": None}
+        if item.get("endpoint"):  # one endpoint of the provider, by its model id
+            endpoint = provider.endpoints.filter(model_id=item["endpoint"]).first()
+            if endpoint is None:
+                raise CatalogFileError(
+                    f"{slug} has no endpoint {item['endpoint']!r}", item.line_of("endpoint")
+                )
+            scope = {"provider": None, "endpoint": endpoint}
+        every = item.get("every") or []
+        if not isinstance(every, list):
+            raise CatalogFileError("every is a list of weekdays", item.line_of("every"))
+        fields = scope | {
+            "start": _start(item),
+            "duration": _duration(item),
+            "time_zone": item.get("timezone") or "UTC",
+            "days": [str(day).lower() for day in every],
+            "pause_probes": bool(item.get("pause_probes", False)),
+            "enabled": bool(item.get("enabled", True)),
+            "reason": str(item.get("reason") or ""),
+        }
+        row = MaintenanceWindow.objects.filter(name=name).first()
+        created = row is None
+        row = row or MaintenanceWindow(name=name)
+        for key, value in fields.items():
+            setattr(row, key, value)
+        _save(row, item)
+        report.add("maintenance windows", created)
+
+
 register_section("workloads", _load_workloads)
+register_section("maintenance_windows", _load_maintenance_windows)
 register_section("providers", _load_providers)

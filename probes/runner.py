@@ -17,7 +17,7 @@ from typing import Any
 from django.conf import settings
 from django.db import connection
 
-from probes import groups, prompts, recording, workloads
+from probes import groups, prompts, recording, telemetry, workloads
 from probes.engine import (
     Limits,
     Prices,
@@ -208,6 +208,9 @@ def run_slot(
         )
 
     recorded: list[int] = []  # indexes sunk by this attempt
+    target = telemetry.Target(
+        provider.slug, endpoint.model_id, provider.base_url, probe.workload.slug, region
+    )
 
     def sink(m: groups.Measured) -> None:
         ctx = recording.RunContext(
@@ -225,6 +228,8 @@ def run_slot(
         )
         if recording.record(m.result, ctx, retry_db_for_s) == "spooled":
             outcome.spooled += 1
+        if m.role != "group":  # a group's summary row is not a request
+            telemetry.export(m.result, target)
         if m.role != "group":
             outcome.results.append(m.result)
         recorded.append(m.index)

@@ -27,7 +27,7 @@ from django.db import InterfaceError, OperationalError, connections
 from probes import recording, retention, runner
 from probes.calibration import calibrate
 from probes.models import DispatchedSlot, Probe, WorkerCalibration
-from probes.scheduling import caps, dispatch, heartbeat, lateness, ledger
+from probes.scheduling import caps, dispatch, heartbeat, lateness, ledger, maintenance
 
 log = logging.getLogger(__name__)
 
@@ -201,6 +201,11 @@ def run_probe(self, probe_id: int, slot_iso: str | None = None) -> dict | None:
         reason = f"Skipped: would have started {late_s:,.0f} s after its slot; not run late."
         _settle_quietly(ledger.mark_skipped, probe.pk, slot_at, reason)
         log.info("Probe %s slot %s: %s", probe_id, slot_iso, reason)
+        return None
+    window = slot_at and maintenance.window_at(probe.endpoint, slot_at, pausing=True)
+    if window:  # planned: the operator asked for no requests now
+        _settle_quietly(ledger.mark_skipped, probe.pk, slot_at, maintenance.skip_reason(window))
+        log.info("Probe %s slot %s: in maintenance window %s", probe_id, slot_iso, window)
         return None
     try:
         outcome = runner.run_slot(

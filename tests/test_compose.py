@@ -2,6 +2,8 @@
 there is no Docker engine in CI)."""
 
 import re
+import shutil
+import subprocess
 
 import pytest
 import yaml
@@ -29,7 +31,7 @@ def test_every_service_has_a_healthcheck(compose):
 
 
 def test_it_keeps_data_in_named_volumes(compose):
-    assert set(compose["volumes"]) == {"pgdata", "redisdata"}
+    assert set(compose["volumes"]) == {"pgdata", "redisdata", "prometheusdata", "grafanadata"}
     assert "pgdata:/var/lib/postgresql/data" in compose["services"]["postgres"]["volumes"]
     assert "redisdata:/data" in compose["services"]["redis"]["volumes"]
 
@@ -146,7 +148,9 @@ def test_the_web_port_is_published_on_localhost_unless_told_otherwise(compose):
     (port,) = compose["services"]["web"]["ports"]
     assert port == "${INFERWATCH_BIND:-127.0.0.1}:${WEB_PORT:-8000}:8000"
     for name, service in compose["services"].items():
-        if name != "web":
+        if "observability" in service.get("profiles", []):
+            assert all(p.startswith("127.0.0.1:") for p in service["ports"]), name
+        elif name != "web":
             assert "ports" not in service, name
 
 
@@ -170,3 +174,44 @@ def test_the_image_is_built_without_a_top_level_dockerfile(compose):
     build = compose["x-app"]["build"]
     assert "FROM python:3.11" in build["dockerfile_inline"]
     assert not (ROOT / "Dockerfile").exists()
+
+
+def test_the_observability_profile_wires_prometheus_and_grafana_to_the_app(compose, tmp_path):
+    services = compose["services"]
+    for name in ("prometheus", "grafana"):
+        assert services[name]["profiles"] == ["observability"], name
+    # Not started by a plain `docker compose up`: every other service has no profile.
+    assert [n for n, s in services.items() if "profiles" in s] == ["prometheus", "grafana"]
+    grafana_dir = ROOT / "dashboard" / "grafana"
+    config = yaml.safe_load((grafana_dir / "prometheus.yml").read_text())
+    (job,) = config["scrape_configs"]
+    assert job["metrics_path"] == "/metrics"
+    assert job["static_configs"][0]["targets"] == ["web:8000"]
+    assert "web" in services["web"]["environment"]["ALLOWED_HOSTS"]
+    token = job["authorization"]["credentials_file"]
+    assert token == "/run/secrets/metrics_bearer_token"
+    assert "metrics_bearer_token" in services["prometheus"]["secrets"]
+    mounts = {v.split(":")[0]: v.split(":")[1] for v in services["grafana"]["volumes"]}
+    assert mounts["./dashboard/grafana/provisioning"] == "/etc/grafana/provisioning"
+    provider = yaml.safe_load((grafana_dir / "provisioning/dashboards/inferwatch.yml").read_text())
+    assert mounts["./dashboard/grafana/dashboards"] == provider["providers"][0]["options"]["path"]
+    sources = yaml.safe_load((grafana_dir / "provisioning/datasources/inferwatch.yml").read_text())
+    by_uid = {d["uid"]: d for d in sources["datasources"]}
+    assert by_uid["inferwatch-prometheus"]["url"] == "http://prometheus:9090"
+    assert by_uid["inferwatch-alerts"]["url"] == "http://web:8000"
+    # The admin password is a Docker secret like every other.
+    assert services["grafana"]["environment"]["GF_SECURITY_ADMIN_PASSWORD__FILE"] == (
+        "/run/secrets/grafana_admin_password"
+    )
+    assert compose["secrets"]["grafana_admin_password"]["environment"] == "GRAFANA_ADMIN_PASSWORD"
+    promtool = shutil.which("promtool")
+    if promtool:  # the config itself, with the secret's file where the container has it
+        (tmp_path / "token").write_text("")
+        text = (grafana_dir / "prometheus.yml").read_text().replace(token, str(tmp_path / "token"))
+        (tmp_path / "prometheus.yml").write_text(text)
+        checked = subprocess.run(
+            [promtool, "check", "config", str(tmp_path / "prometheus.yml")],
+            capture_output=True,
+            text=True,
+        )
+        assert checked.returncode == 0, checked.stdout + checked.stderr

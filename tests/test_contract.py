@@ -119,10 +119,13 @@ def test_the_methodology_page_defines_every_field_status_and_the_version(client)
 
 
 @pytest.mark.django_db
-def test_prometheus_exports_a_median_for_every_aggregated_metric(client):
+def test_prometheus_exports_a_histogram_in_seconds_for_every_latency_the_contract_rolls_up(client):
+    from dashboard import prom_buckets
+
     text = client.get(reverse("metrics")).content.decode()
-    for metric in contract.ROLLUP_METRICS:
-        assert f"# TYPE inferwatch_{metric}_median gauge" in text, metric
+    for name, (metric, _) in prom_buckets.HISTOGRAMS.items():
+        assert metric in contract.ROLLUP_METRICS, metric
+        assert f"# TYPE inferwatch_{name}_seconds histogram" in text, name
 
 
 def test_every_workload_headline_is_a_sortable_leaderboard_figure_with_a_definition():

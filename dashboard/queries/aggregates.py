@@ -26,7 +26,6 @@ from itertools import accumulate
 from typing import TypeVar
 
 import orjson
-from django.db import connection
 from django.db.models import Q, TextField
 from django.db.models.functions import Cast
 
@@ -503,14 +502,6 @@ def snapshot_aggregates(
 Series = tuple[int, int, str]  # endpoint_id, workload_id, region
 
 
-_LIFETIME_SQL = """
-SELECT r.endpoint_id, r.workload_id, r.region, kv.key, sum(kv.value::bigint)
-  FROM dashboard_runrollup r CROSS JOIN LATERAL jsonb_each_text(r.status_counts) AS kv
- WHERE r.granularity = %s AND r.bucket_start >= %s AND r.bucket_start < %s
- GROUP BY 1, 2, 3, 4
-"""
-
-
 def lifetime_plan(now: datetime) -> Plan:
     """All of time: every rollup from the oldest one, then the raw tail."""
     firsts = [
@@ -521,16 +512,3 @@ def lifetime_plan(now: datetime) -> Plan:
         for granularity in (RunRollup.HOUR, RunRollup.DAY)
     ]
     return plan_window(min((f for f in firsts if f), default=now - RAW_TAIL), now)
-
-
-def lifetime_counts_from_rollups(plan: Plan) -> dict[Series, dict[str, int]]:
-    """Runs by status per series over the rolled-up part of `plan`, summed in Postgres
-    (a year of daily rows is too much to ship to Python)."""
-    totals: dict[Series, dict[str, int]] = defaultdict(dict)
-    with connection.cursor() as cursor:
-        for granularity, lo, hi in plan.rollups:
-            cursor.execute(_LIFETIME_SQL, [granularity, lo, hi])
-            for endpoint_id, workload_id, region, status, n in cursor.fetchall():
-                counts = totals[(endpoint_id, workload_id, region)]
-                counts[status] = counts.get(status, 0) + int(n)
-    return dict(totals)

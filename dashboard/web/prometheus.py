@@ -1,201 +1,245 @@
-"""/metrics: Prometheus exposition of what the pages show, for Grafana users.
+"""/metrics: Prometheus exposition of what the pages show, in Prometheus' conventions.
 
 Computed at scrape time from the database (no in-process counters: several web workers
-would each hold a part). Run counters come from rollups, which outlive raw-run retention,
-so they never go down.
+would each hold a part, and must agree). Counters and histograms are read from rollups,
+which outlive raw-run retention, so they never go down (dashboard/queries/lifetime.py);
+histograms are in seconds, in the buckets of dashboard/prom_buckets.py, so that
+`histogram_quantile` and `sum by (…)` work across endpoints, regions and time.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections import defaultdict
 from datetime import datetime, timedelta
 
-from django.db.models import Count, Q
+from django.db import connection
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from django.views.decorators.http import require_safe
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
-from prometheus_client.registry import Collector
 
-from dashboard.definitions import METRICS
-from dashboard.models import ROLLUP_METRICS, SnapshotBuild, WindowSnapshot
-from dashboard.queries import aggregates
-from dashboard.queries.aggregates import (
-    LIFETIME,
-    Series,
-    lifetime_counts_from_rollups,
-    lifetime_plan,
-    memoised,
-)
-from probes.models import Endpoint, Probe, ProbeRun, Workload
-from probes.scheduling import ledger
+from dashboard import prom_buckets
+from dashboard.models import RunRollup
+from dashboard.queries import aggregates, lifetime
+from dashboard.web.exposition import CONTENT_TYPE, Exposition, compressed, labels
+from probes.models import Claim, Endpoint, Probe, Workload
+from probes.scheduling import slot_reasons
 
-MEDIAN_WINDOW = timedelta(hours=24)
-LABELS = ["provider", "model", "endpoint", "workload", "region", "simulated"]
+RATIO_WINDOW = timedelta(hours=24)
+LABELS = ("provider", "model", "endpoint", "workload", "region", "simulated")
+CLAIM_LABELS = ("provider", "model", "endpoint", "workload")
+
+TOKEN_HELP = {
+    "input": "Prompt tokens sent",
+    "output": "Output tokens received",
+    "cached": "Prompt tokens the provider served from its cache",
+    "reasoning": "Reasoning tokens the provider reported",
+}
+HISTOGRAM_HELP = {
+    "time_to_first_token": "Time from sending the request to the first streamed token",
+    "time_to_first_answer_token": "Time to the first answer token (after any reasoning)",
+    "request_duration": "Time from sending the request to the last byte (end to end)",
+    "time_per_output_token": "Seconds per output token while streaming (1 / output speed); "
+    "runs too short to rank on speed are left out",
+}
+# Claim metric → (exported gauge, factor to its base unit).
+CLAIM_GAUGES = {
+    "output_tps": ("inferwatch_claim_output_tokens_per_second", 1.0),
+    "ttft_ms": ("inferwatch_claim_time_to_first_token_seconds", 0.001),
+    "e2e_ms": ("inferwatch_claim_request_duration_seconds", 0.001),
+    "first_sentence_ms": ("inferwatch_claim_time_to_first_sentence_seconds", 0.001),
+    "tool_call_ms": ("inferwatch_claim_tool_call_duration_seconds", 0.001),
+}
 
 
-class InferwatchCollector(Collector):
-    def collect(self) -> Iterator:
-        now = timezone.now()
-        endpoints = {
-            e.pk: e for e in Endpoint.objects.select_related("provider", "canonical_model")
-        }
-        workloads = dict(Workload.objects.values_list("pk", "slug"))
+def render(now: datetime | None = None) -> bytes:
+    now = now or timezone.now()
+    endpoints = {e.pk: e for e in Endpoint.objects.select_related("provider", "canonical_model")}
+    workloads = dict(Workload.objects.values_list("pk", "slug"))
+    label_texts: dict[tuple, str | None] = {}
 
-        def labels(endpoint_id: int, workload_id: int, region: str) -> list[str] | None:
+    def series_labels(endpoint_id: int, workload_id: int, region: str) -> str | None:
+        key = (endpoint_id, workload_id, region)
+        if key not in label_texts:
             e = endpoints.get(endpoint_id)
-            if e is None:
-                return None
-            return [
-                e.provider.slug,
-                e.canonical_model.slug,
-                e.model_id,
-                workloads.get(workload_id, str(workload_id)),
-                region,
-                str(e.provider.simulated).lower(),
-            ]
-
-        recent = aggregates.collect(
-            Q(), now - MEDIAN_WINDOW, now, group_by=("endpoint", "workload", "region")
-        )
-        medians = {
-            m: GaugeMetricFamily(
-                f"inferwatch_{m}_median",
-                f"Median {METRICS[m].label} ({METRICS[m].unit}) over the last 24 h.",
-                labels=LABELS,
+            label_texts[key] = e and labels(
+                LABELS,
+                (
+                    e.provider.slug,
+                    e.canonical_model.slug,
+                    e.model_id,
+                    workloads.get(workload_id, str(workload_id)),
+                    region,
+                    str(e.provider.simulated).lower(),
+                ),
             )
-            for m in ROLLUP_METRICS
+        return label_texts[key]
+
+    out = Exposition()
+    totals = sorted(
+        (text, t)
+        for series, t in lifetime.totals(now).items()
+        if (text := series_labels(*series)) is not None
+    )
+    _histograms(out, totals)
+    _counters(out, totals)
+    _ratios(out, now, series_labels)
+    _claims(out, endpoints, workloads)
+    _lag(out, now, series_labels)
+    _slots(out)
+    return out.body()
+
+
+def _histograms(out: Exposition, totals: list[tuple[str, lifetime.Totals]]) -> None:
+    for histogram in prom_buckets.HISTOGRAMS:
+        name = f"inferwatch_{histogram}_seconds"
+        out.family(name, "histogram", f"{HISTOGRAM_HELP[histogram]} (ok runs, all time).")
+        for text, t in totals:
+            if histogram in t.buckets:
+                out.histogram(name, text, t.buckets[histogram], t.sums[histogram])
+
+
+def _counters(out: Exposition, totals: list[tuple[str, lifetime.Totals]]) -> None:
+    out.family("inferwatch_probe_runs_total", "counter", "Runs recorded, by status (all time).")
+    for text, t in totals:
+        for status, n in sorted(t.status_counts.items()):
+            out.sample("inferwatch_probe_runs_total", f'{text},status="{status}"', n)
+    for kind, help_text in TOKEN_HELP.items():
+        name = f"inferwatch_{kind}_tokens_total"
+        out.family(name, "counter", f"{help_text} (all runs, all time).")
+        for text, t in totals:
+            out.sample(name, text, t.tokens[kind])
+    out.family("inferwatch_cost_usd_total", "counter", "What the runs cost, in USD (all time).")
+    for text, t in totals:
+        out.sample("inferwatch_cost_usd_total", text, t.cost_usd)
+
+
+# Runs, ok runs, checked and valid answers per series over a window, summed in Postgres
+# from hourly rollups and the raw tail (the leaderboard's own split, aggregates.plan_window):
+# the Python merge of thousands of series took most of a scrape.
+_RATIO_SQL = f"""
+SELECT endpoint_id, workload_id, region, sum(runs), sum(ok_runs), sum(checked), sum(valid)
+  FROM (
+    SELECT endpoint_id, workload_id, region, runs, ok_runs, checked_runs AS checked,
+           valid_runs AS valid
+      FROM dashboard_runrollup
+     WHERE granularity = '{RunRollup.HOUR}' AND bucket_start >= %(start)s
+           AND bucket_start < %(raw_from)s
+    UNION ALL
+    SELECT endpoint_id, workload_id, region, 1, (status = 'ok')::int,
+           (status = 'ok' AND output_valid IS NOT NULL)::int,
+           (status = 'ok' AND output_valid IS TRUE)::int
+      FROM probes_proberun
+     WHERE started_at >= %(raw_from)s AND started_at <= %(now)s AND role <> 'step'
+  ) AS parts
+ GROUP BY 1, 2, 3
+"""
+
+
+def recent_ratios(now: datetime) -> dict[tuple, tuple[float | None, float | None]]:
+    """(success ratio, valid answer ratio) per series over RATIO_WINDOW, as the
+    leaderboard counts them (Agg.success_rate, Agg.valid_share)."""
+    plan = aggregates.plan_window(now - RATIO_WINDOW, now, use_days=False)
+    start = plan.rollups[0][1] if plan.rollups else plan.raw_from
+    params = {"start": start, "raw_from": plan.raw_from, "now": now}
+    with connection.cursor() as cursor:
+        cursor.execute(_RATIO_SQL, params)
+        return {
+            (e, w, r): (ok / runs if runs else None, valid / checked if checked else None)
+            for e, w, r, runs, ok, checked, valid in cursor.fetchall()
         }
-        success = GaugeMetricFamily(
-            "inferwatch_success_rate",
-            "Runs with status ok / all runs over the last 24 h (0–1).",
-            labels=LABELS,
+
+
+def _ratios(out: Exposition, now: datetime, series_labels) -> None:
+    rows = sorted(
+        (text, ratios)
+        for key, ratios in recent_ratios(now).items()
+        if (text := series_labels(*key))
+    )
+    for index, (name, help_text) in enumerate(
+        (
+            ("inferwatch_success_ratio", "Runs with status ok / all runs"),
+            (
+                "inferwatch_valid_answer_ratio",
+                "Checked answers (JSON, tool calls) that were valid / all checked",
+            ),
         )
-        valid = GaugeMetricFamily(
-            "inferwatch_valid_share",
-            "Checked answers (JSON, tool calls) that were valid / all checked, last 24 h (0–1).",
-            labels=LABELS,
-        )
-        samples = GaugeMetricFamily(
-            "inferwatch_samples", "Runs over the last 24 h, failed ones included.", labels=LABELS
-        )
-        for (key, _), agg in recent.items():
-            names = labels(*key)
-            if names is None:
-                continue
-            for m, family in medians.items():
-                value = agg.percentile(m, 50)
-                if value is not None:
-                    family.add_metric(names, value)
-            if agg.success_rate is not None:
-                success.add_metric(names, agg.success_rate)
-            if agg.valid_share is not None:
-                valid.add_metric(names, agg.valid_share)
-            samples.add_metric(names, agg.runs)
-        yield from medians.values()
-        yield success
-        yield valid
-        yield samples
-
-        runs = CounterMetricFamily(
-            "inferwatch_runs",
-            "Runs recorded, by status (all time).",
-            labels=[*LABELS, "status"],
-        )
-        for key, counts in lifetime_status_counts(now).items():
-            names = labels(*key)
-            if names is None:
-                continue
-            for status, n in sorted(counts.items()):
-                runs.add_metric([*names, status], n)
-        yield runs
-
-        lag = GaugeMetricFamily(
-            "inferwatch_probe_lag_seconds",
-            "How far behind its schedule each active probe is (0 when on time).",
-            labels=LABELS,
-        )
-        for probe, seconds in probe_lag_seconds(now):
-            names = labels(probe.endpoint_id, probe.workload_id, probe.region)
-            if names is not None:
-                lag.add_metric(names, seconds)
-        yield lag
-
-        # Our own failures (a worker died, a queue backed up), kept apart from the
-        # providers' runs: see probes/scheduling/ledger.py.
-        lost = GaugeMetricFamily(
-            "inferwatch_lost_slots",
-            "Dispatched slots that ended with no run in the last 24 h, per region.",
-            labels=["region"],
-        )
-        for region, n in lost_slots_by_region(now - MEDIAN_WINDOW):
-            lost.add_metric([region], n)
-        yield lost
-
-
-# -- what the collector reads -----------------------------------------------------------------
-
-
-def lifetime_status_counts(now: datetime | None = None) -> dict[Series, dict[str, int]]:
-    """Runs ever recorded by status, per endpoint × workload × region (/metrics counters).
-
-    Read from rollups, which outlive raw-run retention, so counters never go down: from
-    the lifetime snapshot (one row per series, dashboard/snapshots.py) while it matches,
-    else summed from every rollup row.
-    """
-    now = now or timezone.now()
-    plan = lifetime_plan(now)
-    totals = None
-    if (
-        plan.rollups
-        and SnapshotBuild.objects.filter(
-            window=LIFETIME, covers_from=plan.rollups[0][1], covers_to=plan.raw_from
-        ).exists()
     ):
-        rows = WindowSnapshot.objects.filter(window=LIFETIME).values_list(
-            "endpoint_id", "workload_id", "region", "status_counts"
+        out.family(name, "gauge", f"{help_text}, last 24 h (0-1).")
+        for text, ratios in rows:
+            if ratios[index] is not None:
+                out.sample(name, text, ratios[index])
+
+
+def claim_rows(endpoints: dict[int, Endpoint]) -> list[tuple[Endpoint, Claim]]:
+    """(endpoint, claim) for every claim and every endpoint it covers; newest first."""
+    claims = list(Claim.objects.filter(metric__in=CLAIM_GAUGES))
+    return [(e, c) for e in endpoints.values() for c in claims if c.covers(e, c.workload_id)]
+
+
+def _claims(out: Exposition, endpoints: dict[int, Endpoint], workloads: dict) -> None:
+    seen: set[tuple] = set()
+    by_gauge: dict[str, list[tuple[str, float]]] = defaultdict(list)
+    for e, claim in claim_rows(endpoints):
+        key = (e.pk, claim.workload_id, claim.metric)
+        if key in seen:
+            continue  # an older claim of the same figure
+        seen.add(key)
+        name, factor = CLAIM_GAUGES[claim.metric]
+        # A range (65–95 ms) is drawn at its middle.
+        value = claim.value if claim.value_high is None else (claim.value + claim.value_high) / 2
+        workload = workloads.get(claim.workload_id, "") if claim.workload_id else ""
+        text = labels(CLAIM_LABELS, (e.provider.slug, e.canonical_model.slug, e.model_id, workload))
+        by_gauge[name].append((text, value * factor))
+    for name, _ in CLAIM_GAUGES.values():
+        out.family(
+            name, "gauge", "What the vendor published (workload empty: any); ranges at the middle."
         )
-        totals = {(e, w, r): dict(counts) for e, w, r, counts in rows}
-    if totals is None:
-        totals = memoised(
-            ("lifetime", tuple(plan.rollups)),
-            lambda: lifetime_counts_from_rollups(plan),
-            lambda memo: {series: dict(counts) for series, counts in memo.items()},
+        for text, value in sorted(by_gauge[name]):
+            out.sample(name, text, value)
+
+
+def _lag(out: Exposition, now: datetime, series_labels) -> None:
+    out.family(
+        "inferwatch_probe_lag_seconds",
+        "gauge",
+        "How far behind its schedule each active probe is (0 when on time).",
+    )
+    for probe in Probe.objects.active().order_by("pk"):
+        text = series_labels(probe.endpoint_id, probe.workload_id, probe.region)
+        if text is not None:
+            out.sample(
+                "inferwatch_probe_lag_seconds",
+                text,
+                max(0.0, (now - probe.next_run_at).total_seconds()),
+            )
+
+
+def _slots(out: Exposition) -> None:
+    counts = slot_reasons.counts()
+    # Every region active probes run from has its series, at 0 when nothing happened, so
+    # an alert on it has a series to watch.
+    for region in set(Probe.objects.active().values_list("region", flat=True)):
+        for state in slot_reasons.COUNTED_STATES:
+            counts.setdefault((state, region, "none"), 0)
+    for state in slot_reasons.COUNTED_STATES:
+        name = f"inferwatch_{state}_slots_total"
+        help_text = (
+            "Dispatched slots that ended with no run (our failure, not the provider's)"
+            if state == "lost"
+            else "Slots not run on purpose (too late, provider backing off, cap too narrow)"
         )
-    recent = (
-        ProbeRun.objects.filter(started_at__gte=plan.raw_from, started_at__lte=now)
-        .exclude(role="step")
-        .values_list("endpoint_id", "workload_id", "region", "status")
-        .annotate(n=Count("id"))
-        .order_by()
-    )
-    for endpoint_id, workload_id, region, status, n in recent:
-        counts = totals.setdefault((endpoint_id, workload_id, region), {})
-        counts[status] = counts.get(status, 0) + n
-    return totals
-
-
-def lost_slots_by_region(since: datetime) -> list[tuple[str, int]]:
-    """(region, lost slots) since `since`: every region active probes run from (0 when it
-    lost none, so an alert on the series has a series to watch), and any that lost some."""
-    counts = dict.fromkeys(Probe.objects.active().values_list("region", flat=True), 0)
-    for row in ledger.lost_since(since).values("region").annotate(n=Count("pk")):
-        counts[row["region"]] = row["n"]
-    return sorted(counts.items())
-
-
-def probe_lag_seconds(now: datetime | None = None) -> list[tuple[Probe, float]]:
-    """How far behind schedule each active probe is (0 when on time)."""
-    now = now or timezone.now()
-    probes = Probe.objects.active().select_related(
-        "endpoint__provider", "endpoint__canonical_model", "workload"
-    )
-    return [(p, max(0.0, (now - p.next_run_at).total_seconds())) for p in probes]
+        out.family(name, "counter", f"{help_text}, by region and reason (all time).")
+        for (s, region, reason), n in sorted(counts.items()):
+            if s == state:
+                out.sample(name, labels(("region", "reason"), (region, reason)), n)
 
 
 @require_safe
 def metrics(request: HttpRequest) -> HttpResponse:
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(InferwatchCollector())
-    return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)
+    body = render()
+    packed = compressed(body, request.headers.get("Accept-Encoding", ""))
+    response = HttpResponse(packed or body, content_type=CONTENT_TYPE)
+    response["Vary"] = "Accept-Encoding"
+    if packed is not None:
+        response["Content-Encoding"] = "gzip"
+    return response

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from dashboard.web import api, openapi, prometheus, views
+from dashboard.web import annotations, api, badges, openapi, prometheus, views
 
 urlpatterns = [
     path("", views.leaderboard, name="leaderboard"),
@@ -10,6 +10,13 @@ urlpatterns = [
     path("runs/<int:pk>/", views.run_page, name="run"),
     path("methodology/", views.methodology, name="methodology"),
     path("metrics", prometheus.metrics, name="metrics"),
+    path("metrics/alerts.json", annotations.alert_annotations, name="metrics-alerts"),
+    path("badges/endpoints/<int:pk>/<slug:kind>.svg", badges.endpoint_badge, name="badge-endpoint"),
+    path(
+        "badges/providers/<slug:slug>/<slug:kind>.svg",
+        badges.provider_badge,
+        name="badge-provider",
+    ),
     path("api/v1/", api.index, name="api-index"),
     path("api/v1/openapi.json", openapi.openapi, name="api-openapi"),
     path("api/v1/leaderboard", api.leaderboard, name="api-leaderboard"),

@@ -14,7 +14,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_safe
 from django.views.decorators.vary import vary_on_headers
 
-from dashboard import charts
+from dashboard import charts, maintenance_bands
 from dashboard.alerts.queries import firing_by_endpoint
 from dashboard.definitions import (
     APPROX_TOKENS,
@@ -134,7 +134,10 @@ def _history_context(request: HttpRequest, endpoints: list[Endpoint]) -> dict:
     totals = aggregates.Agg()
     for h in histories:
         totals.merge(h.totals)
+    # Planned maintenance, shaded on every chart of the page (dashboard/maintenance_bands.py).
+    planned = maintenance_bands.bands(endpoints, span)
     return {
+        "maintenance_bands": planned,
         "filters": filters,
         "params": filters.as_params(),
         "windows": list(aggregates.HISTORY_WINDOWS),
@@ -142,9 +145,12 @@ def _history_context(request: HttpRequest, endpoints: list[Endpoint]) -> dict:
         "regions": query_filters.regions(),
         "histories": histories,
         "history_charts": [
-            (f"history-{m}", charts.history(histories, m, span)) for m in HISTORY_METRICS
+            (f"history-{m}", maintenance_bands.shade(charts.history(histories, m, span), planned))
+            for m in HISTORY_METRICS
         ],
-        "availability_chart": charts.availability(histories, span),
+        "availability_chart": maintenance_bands.shade(
+            charts.availability(histories, span), planned
+        ),
         "totals": totals,
         "breakdown": history.status_breakdown(totals),
         "status_meanings": STATUS_MEANINGS,

@@ -4,6 +4,7 @@ Everything is re-exported here, so ``from probes.models import ProbeRun`` keeps 
 migrations keep their ``probes.models.validate_*`` references.
 """
 
+from probes.models.maintenance import MaintenanceWindow
 from probes.models.providers import (
     API_STYLES,
     LENGTH_CONTROLS,
@@ -25,6 +26,7 @@ from probes.models.runs import (
     ProbeRun,
     WorkerCalibration,
 )
+from probes.models.tallies import SlotTally
 from probes.models.validators import (
     positive,
     validate_base_url,
@@ -58,6 +60,8 @@ __all__ = [
     "WORKLOAD_CHECKS",
     "WORKLOAD_KINDS",
     "CanonicalModel",
+    "MaintenanceWindow",
+    "SlotTally",
     "CatalogRecord",
     "Claim",
     "DispatchedSlot",

@@ -31,7 +31,7 @@ from django.db.models import Exists, F, OuterRef, Q
 
 from probes import retention
 from probes.models import OPEN_SLOT_STATES, DispatchedSlot, Probe, ProbeRun
-from probes.scheduling import heartbeat
+from probes.scheduling import heartbeat, slot_reasons
 
 log = logging.getLogger(__name__)
 
@@ -329,5 +329,7 @@ def skips_by(key: str, ids: Collection[int], since: datetime, **scope) -> dict[i
 
 
 def prune(before: datetime) -> int:
-    """Delete ledger rows of slots before `before` (the raw-run cutoff), in batches."""
-    return retention.delete_before("probes_dispatchedslot", "slot_at", before)
+    """Delete ledger rows of slots before `before` (the raw-run cutoff), in batches; lost
+    and skipped ones are tallied first (slot_reasons: /metrics counters never go down)."""
+    tallied = slot_reasons.carry_over(before)
+    return tallied + retention.delete_before("probes_dispatchedslot", "slot_at", before)

@@ -8,7 +8,8 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils import timezone
 
-from probes.models import CanonicalModel, Endpoint
+from probes.models import CanonicalModel, Endpoint, MaintenanceWindow
+from probes.scheduling import maintenance
 
 if TYPE_CHECKING:
     from dashboard.alerts.models.events import AlertEvent
@@ -83,6 +84,8 @@ class Silence(models.Model):
         )
 
 
-def silence_for(event: AlertEvent, now) -> Silence | None:
-    """The active silence covering this event, if any."""
-    return next((s for s in Silence.objects.active(now) if s.matches(event)), None)
+def silence_for(event: AlertEvent, now) -> Silence | MaintenanceWindow | None:
+    """The active silence covering this event, if any, else an active maintenance window of
+    its endpoint or provider (probes/models/maintenance.py): notices wait until it ends."""
+    silence = next((s for s in Silence.objects.active(now) if s.matches(event)), None)
+    return silence or maintenance.window_at(event.endpoint, now)

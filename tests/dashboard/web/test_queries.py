@@ -11,11 +11,10 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from dashboard.models import RunRollup
-from dashboard.queries import aggregates
+from dashboard.queries import aggregates, lifetime
 from dashboard.queries import filters as query_filters
 from dashboard.queries import history as endpoint_history
 from dashboard.queries import leaderboard as leaderboards
-from dashboard.web import prometheus
 from probes.models import ProbeRun
 
 from .conftest import make_run
@@ -283,16 +282,19 @@ def test_lifetime_counters_read_from_the_snapshot_match_the_rollups(history):
     from dashboard import snapshots
 
     now = timezone.now()
-    from_rollups = prometheus.lifetime_status_counts(now)
+    from_rollups = lifetime.totals(now)
     fast = history["endpoints"]["fast"]
     snapshots.build_lifetime(now)
     aggregates.clear_memo()
     with CaptureQueriesContext(connection) as sql:
-        from_snapshot = prometheus.lifetime_status_counts(now)
+        from_snapshot = lifetime.totals(now)
     assert not any("jsonb_each_text" in q["sql"] for q in sql.captured_queries)
-    assert from_snapshot == from_rollups
+    assert {s: t.status_counts for s, t in from_snapshot.items()} == {
+        s: t.status_counts for s, t in from_rollups.items()
+    }
     series = (fast.pk, history["workload"].pk, "eu-west")
-    assert sum(from_snapshot[series].values()) == ProbeRun.objects.filter(endpoint=fast).count()
+    runs = sum(from_snapshot[series].status_counts.values())
+    assert runs == ProbeRun.objects.filter(endpoint=fast).count()
 
 
 def test_the_memo_hands_every_caller_its_own_copy():
