@@ -39,6 +39,9 @@ class RunRollup(models.Model):
     hist_ttft_saved_pct = models.JSONField(default=dict)
     hist_cost_saved_pct = models.JSONField(default=dict)
     hist_slowdown = models.JSONField(default=dict)
+    hist_server_queue_ms = models.JSONField(default=dict)
+    hist_energy_j_per_token = models.JSONField(default=dict)
+    hist_output_tokens_per_j = models.JSONField(default=dict)
     sum_output_tokens = models.BigIntegerField(default=0)
     sum_cost_usd = models.DecimalField(max_digits=16, decimal_places=8, default=0)
     # Ok runs whose token counts are not the provider's usage (contract.approx_tokens):

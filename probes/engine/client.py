@@ -29,7 +29,7 @@ from typing import Any
 
 import httpx
 
-from . import bounded, fastread, http_errors, sanitize, tokenize, tokens
+from . import bounded, fastread, http_errors, sanitize, telemetry, tokenize, tokens
 from .dialects import StreamRecorder, new_recorder
 from .fastread import ResponseTooLarge
 from .metrics import ServerCount, fill_metrics, prompt_texts, stream_counts
@@ -125,6 +125,9 @@ class _Measurement:
         self._watchdog: asyncio.TimerHandle | None = None
         self._connect_started: int | None = None
         self._connect_ms: float | None = None
+        self._tcp_ms: float | None = None  # DNS + the TCP handshake: one round trip
+        self._tls_started: int | None = None
+        self._tls_ms: float | None = None
         self._in_measured_request = False
         self._measured_request_connected = False
         self._cpu0 = 0.0
@@ -140,8 +143,15 @@ class _Measurement:
             if self._in_measured_request:
                 self._measured_request_connected = True
         elif name in ("connection.connect_tcp.complete", "connection.start_tls.complete"):
+            now = perf_counter_ns()
             if self._connect_started is not None:
-                self._connect_ms = round((perf_counter_ns() - self._connect_started) / 1e6, 3)
+                self._connect_ms = round((now - self._connect_started) / 1e6, 3)
+                if name == "connection.connect_tcp.complete":
+                    self._tcp_ms = self._connect_ms
+            if name == "connection.start_tls.complete" and self._tls_started is not None:
+                self._tls_ms = round((now - self._tls_started) / 1e6, 3)
+        elif name == "connection.start_tls.started":
+            self._tls_started = perf_counter_ns()
         elif name == "http11.receive_response_headers.complete":
             self.t_headers = perf_counter_ns()
 
@@ -401,6 +411,8 @@ class _Measurement:
     def _finish(self, counts: Any, server_count: ServerCount | None = None) -> None:
         result, rec = self.result, self.rec
         result.connect_ms = self._connect_ms
+        result.network_rtt_ms = self._tcp_ms
+        result.tls_ms = self._tls_ms
         result.cold_connection = (not self.req.warm) or self._measured_request_connected
         try:
             fill_metrics(
@@ -470,7 +482,9 @@ async def measure(req: ProbeRequest) -> RunResult:
 
     Never raises for a failed measurement: the failure is the result's ``status``.
     """
-    return await _Measurement(req).run()
+    if req.telemetry is None:
+        return await _Measurement(req).run()
+    return await telemetry.observe(req, _Measurement(req).run)
 
 
 async def measure_all(reqs: list[ProbeRequest]) -> list[RunResult]:
