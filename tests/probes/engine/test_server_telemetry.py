@@ -9,9 +9,8 @@ import time
 import httpx
 import pytest
 
-from probes.engine import ProbeRequest, measure_sync
+from probes.engine import ProbeRequest, measure_sync, servermetrics
 from probes.engine import energy as energy_mod
-from probes.engine import servermetrics
 from probes.engine.telemetry import Telemetry
 from probes.simulator import PowerModel, Profile, ServerTraits, start_in_thread
 
