@@ -15,6 +15,9 @@ themselves:
   ``n_ctx`` (or the models list's ``meta.n_ctx_train``).
 * Slots: llama.cpp ``/props`` ``total_slots`` or the length of ``/slots``; a
   single-slot server serves one request at a time, so probes must not overlap.
+* Server metrics: ``/metrics`` in Prometheus text with vLLM (``vllm:*``), llama.cpp
+  (``llamacpp:*``), SGLang (``sglang:*``) or TGI (``tgi_*``) names: proposed as the
+  endpoint's server metrics URL (read around each run: probes/engine/telemetry.py).
 
 Every side request is bounded in time and size (`_bounded_json`; the tokenize search
 by its own per-request bound and DETECT_TOTAL_S overall); a server that answers none of
@@ -31,7 +34,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 import orjson
 
-from probes.engine import Limits, ProbeRequest, RunResult, measure_sync, tokenize
+from probes.engine import Limits, ProbeRequest, RunResult, measure_sync, servermetrics, tokenize
 
 SIDE_REQUEST_S = 4.0  # total time for one side request, connect to last byte
 SIDE_REQUEST_MAX_BYTES = 2 * 1024 * 1024  # a model list of a few thousand entries
@@ -61,6 +64,8 @@ class ConnectionReport:
     context_source: str = ""  # where context_tokens came from
     total_slots: int | None = None
     server_models: list[str] = field(default_factory=list)
+    server_metrics_url: str = ""  # the server's /metrics, when its names are known
+    server_engine: str = ""  # whose names: servermetrics.ENGINES
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -104,6 +109,37 @@ def _bounded_json(
         return orjson.loads(b"".join(chunks))
     except (httpx.HTTPError, orjson.JSONDecodeError, ValueError):
         return None
+
+
+def _bounded_text(client: httpx.Client, url: str) -> str | None:
+    """A side GET's text (not JSON), under the same bounds as ``_bounded_json``."""
+    deadline = time.monotonic() + SIDE_REQUEST_S
+    try:
+        with client.stream("GET", url) as response:
+            if response.status_code != 200:
+                return None
+            chunks, size = [], 0
+            for chunk in response.iter_bytes():
+                size += len(chunk)
+                if size > SIDE_REQUEST_MAX_BYTES or time.monotonic() > deadline:
+                    return None
+                chunks.append(chunk)
+        return b"".join(chunks).decode("utf-8", "replace")
+    except httpx.HTTPError:
+        return None
+
+
+def metrics_route(client: httpx.Client, base_url: str) -> tuple[str, str]:
+    """The server's /metrics URL and engine when its names are known, else ("", "")."""
+    url = server_root(base_url) + "/metrics"
+    text = _bounded_text(client, url)
+    if text is None:
+        return "", ""
+    try:
+        engine = servermetrics.detect(servermetrics.parse(text))
+    except servermetrics.MetricsError:
+        return "", ""
+    return (url, engine) if engine else ("", "")
 
 
 def side_headers(api_style: str, api_key: str | None, extra: dict[str, str]) -> dict[str, str]:
@@ -227,6 +263,14 @@ def check(
             slots = _bounded_json(client, "GET", root + "/slots")
             if isinstance(slots, list) and slots:
                 report.total_slots = len(slots)
+        report.server_metrics_url, report.server_engine = metrics_route(client, base_url)
+    if report.server_engine:
+        lacking = servermetrics.lacks(report.server_engine)
+        report.notes.append(
+            f"Server metrics ({report.server_engine}) at {report.server_metrics_url}: queue, "
+            "prefill, decode and load are read around each run"
+            + (f"; it lacks {', '.join(lacking)}." if lacking else ".")
+        )
     if result.ok:
         report.token_counter = token_counter(result, base_url, model_id, headers)
         if report.token_counter in tokenize.ROUTE_METHODS:

@@ -16,7 +16,7 @@ from typing import Any
 
 from django.conf import settings
 
-from probes import groups, prompts, recording, workloads
+from probes import groups, prompts, recording, selfhosted, workloads
 from probes.engine import (
     Limits,
     Prices,
@@ -25,6 +25,7 @@ from probes.engine import (
     measure_all_sync,
     measure_sync,
 )
+from probes.engine.telemetry import Telemetry
 from probes.models import Price, Probe, ProbeRun
 from probes.scheduling import caps
 
@@ -70,6 +71,7 @@ def build_request(
     extra_body: dict[str, Any] | None = None,
     extra_headers: dict[str, str] | None = None,
     include_text: bool = False,
+    telemetry: Telemetry | None = None,
 ) -> ProbeRequest:
     """The request for one of the probe's runs; ``messages`` default to request 0's."""
     endpoint, workload = probe.endpoint, probe.workload
@@ -102,6 +104,7 @@ def build_request(
         min_speed_tokens=settings.MIN_SPEED_TOKENS,
         include_text=include_text,
         token_counter=endpoint.token_counter or None,
+        telemetry=telemetry,
     )
 
 
@@ -185,9 +188,11 @@ def run_slot(
     key = provider.resolve_key()
     problem = key.problem or missing_key(provider, key)
 
+    telemetry = selfhosted.telemetry_for(endpoint)
+
     def new_request(messages, body, headers, include_text) -> ProbeRequest:
         return build_request(
-            probe, price, key.value, max_total_s, messages, body, headers, include_text
+            probe, price, key.value, max_total_s, messages, body, headers, include_text, telemetry
         )
 
     recorded: list[int] = []  # indexes sunk by this attempt
@@ -243,6 +248,8 @@ def run_slot(
         except Exception as exc:
             _close_cut_short(probe.workload, done, recorded, exc, sink)
             raise
+    if telemetry is not None:
+        selfhosted.remember_energy(endpoint.pk, outcome.results)
     limited = next((r for r in outcome.results if r.status == "rate_limited"), None)
     if limited is not None:
         caps.back_off(provider, limited.retry_after_s)

@@ -20,7 +20,10 @@ from probes.engine import (
     measure_all_sync,
     measure_sync,
 )
+from probes.engine import tokenize
+from probes.engine.energy import SelectorError
 from probes.engine.request import TOKEN_COUNTERS
+from probes.engine.telemetry import Telemetry
 from probes.models import Workload
 
 _TABLE = (
@@ -78,6 +81,25 @@ class Command(BaseCommand):
             choices=TOKEN_COUNTERS,
             help="without usage in the stream, ask the server's tokenizer (else o200k)",
         )
+        parser.add_argument(
+            "--server-metrics",
+            metavar="URL",
+            help="the server's Prometheus /metrics (vLLM, llama.cpp, SGLang, TGI), read "
+            "before and after each run: server_queue_ms, server_prefill_ms, server_decode_ms, "
+            "server_window, server_running_requests",
+        )
+        parser.add_argument(
+            "--power-metrics",
+            metavar="URL",
+            help="a DCGM exporter's /metrics (or with --power-query a Prometheus "
+            "/api/v1/query URL): energy_j and output_tokens_per_j per run",
+        )
+        parser.add_argument(
+            "--power-selector", metavar="LABEL=VALUE", default="", help="e.g. gpu=0"
+        )
+        parser.add_argument(
+            "--power-query", metavar="EXPR", help="an energy counter in joules (Prometheus)"
+        )
         parser.add_argument("--max-tokens", type=int, help="default: the workload's, or 256")
         parser.add_argument("--repeat", type=int, default=1)
         parser.add_argument("--include-text", action="store_true")
@@ -89,6 +111,8 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **opts: Any) -> None:
         req = self._request(opts)
+        if req.token_counter is None:
+            req = self._find_token_counter(req)
         if opts["prompt"] is not None:
             for i in range(opts["repeat"]):
                 self._show(i, groups.Measured(0, "single", measure_sync(req)), opts)
@@ -123,6 +147,17 @@ class Command(BaseCommand):
             for measured in groups.run(plan):
                 self._show(row, measured, opts)
                 row += 1
+
+    def _find_token_counter(self, req: ProbeRequest) -> ProbeRequest:
+        """Without --token-counter, the server's tokenize route as Test connection finds it
+        (used only when a stream carries no usage: o200k would be far off a Llama
+        tokenizer's count)."""
+        headers = {k: v for k, v in req.headers().items() if k not in ("accept", "content-type")}
+        found = tokenize.detect_sync(req.base_url, req.model, headers, total_s=8.0)
+        if found is None:
+            return req
+        self.stderr.write(f"token count without usage: the server's tokenizer ({found})")
+        return dataclasses.replace(req, token_counter=found)
 
     def _workload(self, slug: str) -> Any:
         try:
@@ -166,6 +201,16 @@ class Command(BaseCommand):
             total_s=opts["total_timeout"],
         )
         try:
+            telemetry = None
+            if opts["server_metrics"] or opts["power_metrics"]:
+                telemetry = Telemetry(
+                    server_metrics_url=opts["server_metrics"],
+                    power_url=opts["power_metrics"],
+                    power_query=opts["power_query"],
+                    power_selector=opts["power_selector"],
+                )
+            elif opts["power_selector"] or opts["power_query"]:
+                raise CommandError("--power-selector and --power-query need --power-metrics")
             return ProbeRequest(
                 api=opts["api"],
                 base_url=opts["base_url"],
@@ -177,8 +222,9 @@ class Command(BaseCommand):
                 warm=not opts["no_warm"],
                 include_text=opts["include_text"],
                 token_counter=opts["token_counter"],
+                telemetry=telemetry,
             )
-        except ValueError as exc:
+        except (ValueError, SelectorError) as exc:
             raise CommandError(str(exc)) from None
 
     def _print_row(self, i: int, measured: groups.Measured, include_text: bool) -> None:
