@@ -19,8 +19,8 @@ from probes.engine import (
     RunResult,
     measure_all_sync,
     measure_sync,
+    tokenize,
 )
-from probes.engine import tokenize
 from probes.engine.energy import SelectorError
 from probes.engine.request import TOKEN_COUNTERS
 from probes.engine.telemetry import Telemetry
