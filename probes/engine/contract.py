@@ -310,9 +310,9 @@ _MEASURED = (
         None,
         "Where the server figures come from: per-request (the response's own figures, "
         "preferred); exact (/metrics deltas over a window in which the server finished "
-        "our request only: our request's own times); shared (it finished others too: "
-        "the deltas are means over all of them, ours included). Empty without server "
-        "figures.",
+        "our request only and ran or queued no other at either read: our request's own "
+        "times); shared (it finished others too, or others ran beside ours: the deltas "
+        "are means over all it finished, ours included). Empty without server figures.",
         TEXT,
     ),
     RunField(
@@ -353,9 +353,9 @@ _MEASURED = (
         "lower",
         "Energy the power source counted over the run's window (its counter read just "
         "before the request and just after the stream: the window's grace is those reads' "
-        "time, some ms). A counter that went down was reset: the value after the reset "
-        "is taken (a lower bound), never a negative; a delta above 5 kW per GPU is "
-        "dropped.",
+        "time, some ms). A counter that went down was reset inside the window: the run's "
+        "energy is void (empty), never a negative; a delta above 5 kW per GPU is void "
+        "too.",
         label="Energy",
         title="Energy per run",
     ),

@@ -5,9 +5,10 @@ since boot; a Prometheus server answers an energy-counter expression (IPMI, Redf
 node exporters) in joules. Two readings around a run give its joules; with the power
 measured between runs (idle, unless other traffic ran), the joules above idle.
 
-A counter that went down was reset (exporter or GPU restart): the delta is then the
-counter's value after the reset, the energy since it, a lower bound, never negative. A
-delta that implies more than MAX_WATTS per GPU is not a measurement and is dropped.
+A counter that went down was reset (exporter or GPU restart) inside the window: the
+run's energy is void (None, with ``reset`` noted), never a negative or a part taken for
+the whole. A delta that implies more than MAX_WATTS per GPU is not a measurement and is
+dropped the same way.
 """
 
 from __future__ import annotations
@@ -60,10 +61,12 @@ class RunEnergy:
 
 
 def delta_j(before: EnergyReading, after: EnergyReading) -> RunEnergy:
-    """Joules between two readings, clamped after a counter reset, None when absurd."""
+    """Joules between two readings; None after a counter reset or when absurd."""
     seconds = max(after.at_s - before.at_s, 1e-6)
-    reset = after.joules < before.joules
-    joules = after.joules if reset else after.joules - before.joules
+    if after.joules < before.joules:
+        return RunEnergy(None, reset=True)
+    joules = after.joules - before.joules
+    reset = False
     if joules / seconds > MAX_WATTS * max(before.devices, after.devices):
         return RunEnergy(None, reset)
     return RunEnergy(round(joules, 4), reset)

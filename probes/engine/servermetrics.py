@@ -4,8 +4,9 @@ vLLM, llama.cpp, SGLang and TGI publish Prometheus text. Two scrapes around a ru
 the server's side of it: queue, prefill and decode time from the histograms' sum and
 count deltas over the window, and its load (running and waiting requests, KV-cache use,
 prefix-cache hits). The window is *exact* when the server finished exactly our request
-in it (the deltas are our request's own times), *shared* when it finished others too
-(the deltas are then averages over every request it finished, ours included).
+in it and ran or queued nothing else at either read (the deltas are our request's own
+times, alone on the server), *shared* otherwise (the deltas are then means over every
+request it finished, ours included, or ours under others' load).
 
     names = parse(text)                      # {sample name: [(labels, value), ...]}
     engine = detect(names)                   # "vllm" | "llama.cpp" | "sglang" | "tgi" | None
@@ -198,6 +199,11 @@ def server_window(
         out.window = "exact" if ours else ("shared" if predicted else "")
     elif out.finished:
         out.window = "exact" if out.finished == 1 else "shared"
+    others = [_higher(before, after, roles[g]) for g in ("running", "waiting")]
+    if out.window == "exact" and any(others):
+        # Ours is the only one finished, but another ran or waited beside it: it shared
+        # the batch, so these are our times under someone else's load.
+        out.window = "shared"
     count = out.finished
     out.queue_ms = _mean_ms(before, after, roles["queue"], count)
     out.prefill_ms = _mean_ms(before, after, roles["prefill"], count)

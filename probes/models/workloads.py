@@ -187,6 +187,8 @@ CLAIM_METRICS = [
     # Use-case figures: a voice reply starting, a tool call ready to act on.
     ("first_sentence_ms", "Time to first sentence (ms)"),
     ("tool_call_ms", "Time to complete tool call (ms)"),
+    # Energy: tokens/s per watt is the same quantity ((tokens/s) / (J/s)).
+    ("output_tokens_per_j", "Output tokens per joule (tokens/s per W)"),
 ]
 
 
