@@ -19,7 +19,7 @@ from typing import Any
 
 import httpx
 
-from . import bounded, energy, servermetrics
+from . import bounded, energy, servermetrics, tokens
 from .result import RunResult
 
 MAX_BYTES = 4 * 1024 * 1024  # a vLLM /metrics with many models is some 100 kB
@@ -102,6 +102,7 @@ async def scrape(client: httpx.AsyncClient, tel: Telemetry) -> _Scrape:
 async def observe(req: Any, run: Callable[[], Awaitable[RunResult]]) -> RunResult:
     """``run()`` between two reads of the server's metrics and power counter."""
     tel: Telemetry = req.telemetry
+    tokens.encoding()  # loaded now: a first load (seconds) must not sit inside the window
     async with httpx.AsyncClient(follow_redirects=False, timeout=tel.deadline_s) as client:
         before = await scrape(client, tel)
         result = await run()
