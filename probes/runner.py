@@ -230,7 +230,7 @@ def run_slot(
             if not single:  # sink lists requests only; here the summary is the run
                 outcome.results.append(measured.result)
         return outcome
-    width, rounds = groups.footprint(probe.workload)
+    width, rounds = groups.footprint(probe.workload, provider.max_concurrency)
     with caps.probe_slots(provider, worker, width, rounds):  # Busy: nothing sent
         try:
             groups.run(
@@ -243,6 +243,7 @@ def run_slot(
                     measure_many=measure_all_sync,
                     sink=sink,
                     done=done,
+                    cap=provider.max_concurrency,
                 )
             )
         except Exception as exc:

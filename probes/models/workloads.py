@@ -16,6 +16,7 @@ WORKLOAD_KINDS = [
     ("cached", "cached prefix: one prompt sent twice (cold, then warm)"),
     ("loop", "agent loop: sequential requests, each fed the previous answer"),
     ("parallel", "concurrent requests, after one alone for comparison"),
+    ("sweep", "concurrency sweep: 1, 2, 4 … requests at once up to the cap (the curve)"),
 ]
 WORKLOAD_CHECKS = [
     ("", "none"),

@@ -78,6 +78,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="serve GET /dcgm/metrics, a DCGM exporter: GPU 0 draws IDLE_W + J_PER_TOKEN "
         "per output token (W per token/s), GPU 1 idles",
     )
+    parser.add_argument(
+        "--batch-tps",
+        type=float,
+        default=None,
+        help="a batched server: the streams in flight share this many output tokens/s",
+    )
 
 
 def power_model(text: str) -> PowerModel:
@@ -122,6 +128,7 @@ async def serve(args: argparse.Namespace) -> None:
         tokenize=args.tokenize,
         metrics=getattr(args, "metrics", None),
         power=getattr(args, "power", None),
+        batch_tps=getattr(args, "batch_tps", None),
     )
     server = SimulatorServer(
         profile_from(args),

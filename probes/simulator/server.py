@@ -200,6 +200,8 @@ class ServerTraits:
     true``, as a self-hosted engine does.
     power: serve GET /dcgm/metrics, a DCGM exporter whose energy follows this model
     (POST /dcgm/reset restarts its counter).
+    batch_tps: a batched server's total output rate, shared by the streams in flight (so a
+    concurrency sweep finds its knee).
     Any server takes POST /simulator/load {"running", "per_s", "seconds"}: background
     requests that share /metrics windows and draw power.
     """
@@ -210,6 +212,7 @@ class ServerTraits:
     tokenize: bool = False
     metrics: str | None = None
     power: PowerModel | None = None
+    batch_tps: float | None = None  # all streams together: each gets batch_tps / in flight
 
 
 class SimulatorServer:

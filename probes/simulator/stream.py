@@ -69,10 +69,15 @@ class Stream:
         conn.server.stats.started(id(self))
 
     def _gap(self) -> float:
-        if self._rng is None:
-            return self.gap_ns
-        j = self.p.jitter_pct / 100.0
-        return self.gap_ns * (1.0 + self._rng.uniform(-j, j))
+        gap = self.gap_ns
+        if self._rng is not None:
+            j = self.p.jitter_pct / 100.0
+            gap *= 1.0 + self._rng.uniform(-j, j)
+        server = self.conn.server
+        if server.traits.batch_tps:  # a batched GPU: the streams in flight share its rate
+            shared = self.p.tokens_per_event * len(server.stats.active) / server.traits.batch_tps
+            gap = max(gap, shared * 1e9)
+        return gap
 
     def emit(self) -> int | None:
         """Write every event now due; return the next deadline, or None when finished."""

@@ -155,3 +155,44 @@ def test_measure_finds_the_servers_tokenizer_when_the_stream_has_no_usage():
     ) as sim:
         (run,) = _measure("--base-url", sim.base_url, "--model", MODEL, "--prompt", "Count.")
     assert run["token_source"] == "llama.cpp"
+
+
+def test_a_sweep_against_a_batched_server_draws_the_curve_and_finds_the_knee():
+    # Each stream alone: 1,000 tok/s; the GPU's batch: 2,000 tok/s shared by all streams.
+    traits = ServerTraits(batch_tps=2000)
+    with start_in_thread(Profile(tps=1000, ttft_ms=20), traits=traits) as sim:
+        out = _measure(
+            "--base-url", sim.base_url, "--model", MODEL, "--workload", "sweep",
+            "--max-tokens", "150",
+        )  # fmt: skip
+    *steps, group = out
+    assert [s["concurrency"] for s in steps] == [1, 2, 4, 8, 16]
+    assert group["group"] is True and group["group_summary"]["knee"] == 2
+    by = {s["concurrency"]: s for s in steps}
+    assert by[1]["per_request_tps"] == pytest.approx(1000, rel=0.15)
+    assert by[8]["per_request_tps"] == pytest.approx(2000 / 8, rel=0.2)
+    assert by[16]["aggregate_tps"] < 1.1 * by[4]["aggregate_tps"]  # flat past the knee
+    for step in steps:
+        assert set(step) >= {"per_request_tps", "aggregate_tps", "ttft_ms_p50", "ttft_ms_p95"}
+        assert step["goodput"] is not None
+
+
+def test_a_sweep_stops_at_the_endpoints_cap_and_is_stored_with_its_steps(db, vllm):
+    from probes import workloads
+
+    probe = _probe(vllm)
+    seed = workloads.SWEEP
+    sweep_workload = Workload.objects.create(
+        slug="sweep", name=seed.name, kind="sweep", material="prose", instruction=seed.instruction,
+        max_tokens=60, requests=16, params={**seed.params, "ttft_slo_ms": 1000},
+    )  # fmt: skip
+    probe.workload = sweep_workload
+    probe.save()
+    probe.endpoint.provider.max_concurrency = 4
+    probe.endpoint.provider.save()
+    runner.run_slot(Probe.objects.get(pk=probe.pk), None, "w1", "local")
+    group = ProbeRun.objects.get(role="group")
+    steps = group.group_summary["steps"]
+    assert [s["concurrency"] for s in steps] == [1, 2, 4]
+    assert ProbeRun.objects.filter(role="step").count() == 7
+    assert group.status == "ok" and group.output_tps == max(s["aggregate_tps"] for s in steps)

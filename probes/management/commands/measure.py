@@ -145,6 +145,10 @@ class Command(BaseCommand):
                 measure_many=measure_all_sync,
             )
             for measured in groups.run(plan):
+                if workload.kind == "sweep" and measured.role == "group":
+                    self._show_steps(measured, opts)  # the curve, one row per step
+                elif workload.kind == "sweep":
+                    continue
                 self._show(row, measured, opts)
                 row += 1
 
@@ -168,6 +172,20 @@ class Command(BaseCommand):
             return Workload.objects.get(slug=slug)
         except (Workload.DoesNotExist, DatabaseError):
             raise CommandError(message) from None
+
+    def _show_steps(self, measured: groups.Measured, opts: dict[str, Any]) -> None:
+        steps = (measured.group_summary or {}).get("steps") or []
+        if opts["json"]:
+            for step in steps:
+                self.stdout.write(orjson.dumps(step).decode())
+            return
+        columns = ("concurrency", "per_request_tps", "aggregate_tps", "ttft_ms_p50",
+                   "ttft_ms_p95", "goodput")  # fmt: skip
+        self.stdout.write(" ".join(name.rjust(15) for name in columns))
+        for step in steps:
+            cells = ("-" if step[c] is None else f"{step[c]:g}" for c in columns)
+            self.stdout.write(" ".join(cell.rjust(15) for cell in cells))
+        self.stdout.write(f"knee at concurrency {measured.group_summary.get('knee') or '-'}")
 
     def _show(self, i: int, measured: groups.Measured, opts: dict[str, Any]) -> None:
         if opts["json"]:
