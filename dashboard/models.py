@@ -39,6 +39,9 @@ class RunRollup(models.Model):
     hist_ttft_saved_pct = models.JSONField(default=dict)
     hist_cost_saved_pct = models.JSONField(default=dict)
     hist_slowdown = models.JSONField(default=dict)
+    hist_server_queue_ms = models.JSONField(default=dict)
+    hist_energy_j_per_token = models.JSONField(default=dict)
+    hist_output_tokens_per_j = models.JSONField(default=dict)
     sum_output_tokens = models.BigIntegerField(default=0)
     # The other token counts of the same runs: the /metrics token counters.
     sum_input_tokens = models.BigIntegerField(default=0)

@@ -148,5 +148,21 @@ def test_connection(modeladmin, request: HttpRequest, queryset) -> None:
                 endpoint.token_counter = found
                 endpoint.save(update_fields=["token_counter"])
                 summary += f" · token count without usage set to {found}"
+        if result.ok and not endpoint.server_metrics_url:
+            summary += _find_server_metrics(endpoint, provider, key)
         level = messages.SUCCESS if result.ok else messages.ERROR
         modeladmin.message_user(request, f"{provider} · {endpoint.model_id}: {summary}", level)
+
+
+def _find_server_metrics(endpoint, provider, key: str | None) -> str:
+    """Test connection proposes the server's /metrics when its names are known: stored
+    (the operator can clear it), and said in the message."""
+    headers = connection_check.side_headers(
+        provider.api_style, key, dict(provider.extra_headers or {})
+    )
+    url, engine = connection_check.metrics_route(provider.base_url, headers)
+    if not url:
+        return ""
+    endpoint.server_metrics_url = url
+    endpoint.save(update_fields=["server_metrics_url"])
+    return f" · server metrics ({engine}) found at {url}"

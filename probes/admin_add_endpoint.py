@@ -35,6 +35,7 @@ from probes.models import (
     validate_base_url,
     validate_env_name,
 )
+from probes.models.validators import validate_metrics_url
 
 SESSION_KEY = "add_endpoint_api_key"
 
@@ -91,6 +92,13 @@ class AddEndpointForm(forms.Form):
         required=False,
         help_text="Filled in by Test connection: the server's tokenize route, or Ollama's "
         "eval_count, counts tokens when the stream carries no usage.",
+    )
+    server_metrics_url = forms.CharField(
+        label="Server metrics URL",
+        required=False,
+        validators=[validate_metrics_url],
+        help_text="Filled in by Test connection when the server publishes vLLM, llama.cpp, "
+        "SGLang or TGI metrics: read around each run for the server's side.",
     )
     max_concurrency = forms.IntegerField(
         initial=1,
@@ -172,6 +180,8 @@ def _filled(form: AddEndpointForm, report: connection_check.ConnectionReport) ->
         data["context_tokens"] = str(report.context_tokens)
     data["max_concurrency"] = str(report.safe_concurrency)
     data["token_counter"] = report.token_counter
+    if report.server_metrics_url:
+        data["server_metrics_url"] = report.server_metrics_url
     if not data.get("provider_name"):
         data["provider_name"] = _default_name(form.cleaned_data["base_url"])
     if not data.get("model_name"):
@@ -269,6 +279,7 @@ def _create(form: AddEndpointForm, request: HttpRequest) -> int | None:
         api_key=pasted,
         context_tokens=data.get("context_tokens"),
         token_counter=data.get("token_counter") or "",
+        server_metrics_url=data.get("server_metrics_url") or "",
         max_concurrency=data["max_concurrency"],
         interval_s=data["interval_s"],
         workloads=list(data.get("workloads") or []),

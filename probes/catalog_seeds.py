@@ -167,6 +167,17 @@ PROVIDERS = [
                 notes="Seed figure: the time before a voice reply starts, an upper bound.",
                 workload="voice-turn",
             ),
+            ClaimSeed(
+                "Llama 3.3 70B",
+                # tokens/s per watt = output tokens per joule: measured where the endpoint
+                # names a power source (a self-hosted server's DCGM exporter).
+                "output_tokens_per_j",
+                78,
+                "Energy efficiency: 78 tokens/s per watt on CS-3 (vs 15 on 8×H100)",
+                "https://www.cerebras.ai/inference",
+                notes="Seed figure: the same comparison puts 8×H100 at about 15 tokens/s per "
+                "watt. Comparable only with runs whose endpoint has a power source.",
+            ),
         ),
     ),
     ProviderSeed(

@@ -15,6 +15,9 @@ themselves:
   ``n_ctx`` (or the models list's ``meta.n_ctx_train``).
 * Slots: llama.cpp ``/props`` ``total_slots`` or the length of ``/slots``; a
   single-slot server serves one request at a time, so probes must not overlap.
+* Server metrics: ``/metrics`` in Prometheus text with vLLM (``vllm:*``), llama.cpp
+  (``llamacpp:*``), SGLang (``sglang:*``) or TGI (``tgi_*``) names: proposed as the
+  endpoint's server metrics URL (read around each run: probes/engine/telemetry.py).
 
 Every side request is bounded in time (connect, headers and body) and size
 (`_bounded_json`, through the engine's bounded request; the tokenize search
@@ -32,7 +35,15 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 import orjson
 
-from probes.engine import Limits, ProbeRequest, RunResult, bounded, measure_sync, tokenize
+from probes.engine import (
+    Limits,
+    ProbeRequest,
+    RunResult,
+    bounded,
+    measure_sync,
+    servermetrics,
+    tokenize,
+)
 
 SIDE_REQUEST_S = 4.0  # total time for one side request, connect to last byte
 SIDE_REQUEST_MAX_BYTES = 2 * 1024 * 1024  # a model list of a few thousand entries
@@ -62,6 +73,8 @@ class ConnectionReport:
     context_source: str = ""  # where context_tokens came from
     total_slots: int | None = None
     server_models: list[str] = field(default_factory=list)
+    server_metrics_url: str = ""  # the server's /metrics, when its names are known
+    server_engine: str = ""  # whose names: servermetrics.ENGINES
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -122,6 +135,32 @@ def _bounded_json(
         return response.json()
     except (httpx.HTTPError, httpx.InvalidURL, bounded.BoundedError, ValueError):
         return None  # orjson.JSONDecodeError is a ValueError
+
+
+def _bounded_text(url: str, headers: dict[str, str]) -> str | None:
+    """A side GET's text (not JSON), under the same bounds as ``_bounded_json``."""
+    try:
+        response = bounded.bounded_request_sync(
+            "GET", url, headers=headers, deadline_s=SIDE_REQUEST_S, max_bytes=SIDE_REQUEST_MAX_BYTES
+        )
+    except (httpx.HTTPError, httpx.InvalidURL, bounded.BoundedError, ValueError):
+        return None
+    if response.status_code != 200:
+        return None
+    return response.body.decode("utf-8", "replace")
+
+
+def metrics_route(base_url: str, headers: dict[str, str]) -> tuple[str, str]:
+    """The server's /metrics URL and engine when its names are known, else ("", "")."""
+    url = server_root(base_url) + "/metrics"
+    text = _bounded_text(url, headers)
+    if text is None:
+        return "", ""
+    try:
+        engine = servermetrics.detect(servermetrics.parse(text))
+    except servermetrics.MetricsError:
+        return "", ""
+    return (url, engine) if engine else ("", "")
 
 
 def side_headers(api_style: str, api_key: str | None, extra: dict[str, str]) -> dict[str, str]:
@@ -243,6 +282,14 @@ def check(
         slots = _bounded_json("GET", root + "/slots", headers)
         if isinstance(slots, list) and slots:
             report.total_slots = len(slots)
+    report.server_metrics_url, report.server_engine = metrics_route(base_url, headers)
+    if report.server_engine:
+        lacking = servermetrics.lacks(report.server_engine)
+        report.notes.append(
+            f"Server metrics ({report.server_engine}) at {report.server_metrics_url}: queue, "
+            "prefill, decode and load are read around each run"
+            + (f"; it lacks {', '.join(lacking)}." if lacking else ".")
+        )
     if result.ok:
         report.token_counter = token_counter(result, base_url, model_id, headers)
         if report.token_counter in tokenize.ROUTE_METHODS:

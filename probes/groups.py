@@ -7,6 +7,8 @@
   loop time ranks.
 * parallel: one request alone (the baseline), then N at once; aggregate output tok/s
   and each request's slowdown against the baseline.
+* sweep: the concurrency curve (probes/sweep.py): 1, 2, 4 … fresh requests at once, up
+  to the endpoint's cap; per step per-request and aggregate tok/s, TTFT, goodput.
 
 Each request is measured and handed to ``sink`` at once (so it is recorded even if the
 group dies later) with role "step"; then the group's summary, a RunResult of its own
@@ -22,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from probes import checks, prompts, workloads
+from probes import checks, prompts, sweep, workloads
 from probes.engine import ProbeRequest, RunResult
 
 # (messages, extra body fields, extra headers, include_text) -> the request to measure.
@@ -73,18 +75,24 @@ class Plan:
     measure_many: Callable[[list[ProbeRequest]], list[RunResult]]
     sink: Callable[[Measured], None] = lambda m: None
     done: set[int] = field(default_factory=set)  # indexes already recorded (redelivery)
+    cap: int | None = None  # requests at once the endpoint takes: a sweep stops there
 
 
 def group_size(workload: Any) -> int:
+    if workload.kind == "sweep":
+        return sweep.full_size(workload)
     if workload.kind == "parallel":
         return workload.requests + 1
     return workload.requests if workload.kind in ("cached", "loop") else 1
 
 
-def footprint(workload: Any) -> tuple[int, int]:
+def footprint(workload: Any, cap: int | None = None) -> tuple[int, int]:
     """(the widest step's concurrent requests, requests in turn): what a run must reserve
     before its first request, and for how long (a Workload row says; the planner reads
-    the same properties)."""
+    the same properties; a sweep's ladder depends on the provider's cap)."""
+    if workload.kind == "sweep":
+        steps = sweep.ladder(workload, cap)
+        return (max(steps) if steps else 1), max(1, len(steps))
     return workload.concurrent_requests, workload.rounds
 
 
@@ -108,9 +116,9 @@ def run(plan: Plan) -> list[Measured]:
             "of time); a group cannot be resumed"
         )
         return [_emit(plan, interrupted(plan.workload, size, len(plan.done), why))]
-    runner = {"cached": _cached, "loop": _loop, "parallel": _parallel}[kind]
+    runner = {"cached": _cached, "loop": _loop, "parallel": _parallel, "sweep": _sweep}[kind]
     members = runner(plan)
-    summary = summarize(plan.workload, members, size)
+    summary = summarize(plan.workload, members, size, plan.cap)
     return [*members, _emit(plan, summary)]
 
 
@@ -197,6 +205,25 @@ def _parallel(plan: Plan) -> list[Measured]:
     return members
 
 
+def _sweep(plan: Plan) -> list[Measured]:
+    spec = workloads.prompt_spec(plan.workload)
+    members: list[Measured] = []
+    for concurrency in sweep.ladder(plan.workload, plan.cap):
+        indexes = range(len(members), len(members) + concurrency)
+        batch = [prompts.build(spec, plan.seed_of(i)) for i in indexes]
+        sizes = [prompts.input_size(messages) for messages in batch]
+        results = plan.measure_many(
+            [_request(plan, messages, size) for messages, size in zip(batch, sizes, strict=True)]
+        )
+        for i, size, result in zip(indexes, sizes, results, strict=True):
+            members.append(
+                _emit(plan, _judge(plan, Measured(i, "step", result, plan.seed_of(i), size)))
+            )
+        if any(_stop(r) for r in results):
+            break
+    return members
+
+
 # -- the summary -----------------------------------------------------------------------
 
 
@@ -216,7 +243,9 @@ def _pct(part: float | None, whole: float | None) -> float | None:
     return round(100.0 * part / whole, 1)
 
 
-def summarize(workload: Any, members: list[Measured], size: int) -> Measured:
+def summarize(
+    workload: Any, members: list[Measured], size: int, cap: int | None = None
+) -> Measured:
     """The group's own result: the figures that rank it, and the details behind them."""
     results = [m.result for m in members]
     first = results[0]
@@ -227,7 +256,7 @@ def summarize(workload: Any, members: list[Measured], size: int) -> Measured:
         group.http_status = bad.result.http_status
         group.error = f"request {bad.index}: {bad.result.error or bad.result.status}"
         group.retry_after_s = bad.result.retry_after_s
-    elif len(members) < size - (1 if workload.kind == "parallel" else 0):
+    elif len(members) < _expected(workload, size, cap):
         group.status, group.error = "truncated", "the group stopped early"
     group.output_tokens = _sum([r.output_tokens for r in results])
     group.input_tokens = _sum([r.input_tokens for r in results])
@@ -241,6 +270,8 @@ def summarize(workload: Any, members: list[Measured], size: int) -> Measured:
         _cached_summary(group, results, summary)
     elif workload.kind == "loop":
         _loop_summary(group, results, summary)
+    elif workload.kind == "sweep":
+        sweep.summary(group, _sweep_steps(workload, members, cap), workload, summary)
     else:
         _parallel_summary(group, results, summary)
     group.short_output = group.output_tps is None
@@ -255,6 +286,24 @@ def summarize(workload: Any, members: list[Measured], size: int) -> Measured:
         stopped_short=any(m.stopped_short for m in members),
         group_summary=summary,
     )
+
+
+def _expected(workload: Any, size: int, cap: int | None) -> int:
+    """Requests a complete group has (a sweep's ladder stops at the cap)."""
+    if workload.kind == "sweep":
+        return sum(sweep.ladder(workload, cap))
+    return size - (1 if workload.kind == "parallel" else 0)
+
+
+def _sweep_steps(workload: Any, members: list[Measured], cap: int | None) -> list[dict]:
+    steps, start = [], 0
+    for concurrency in sweep.ladder(workload, cap):
+        batch = [m.result for m in members[start : start + concurrency]]
+        if len(batch) < concurrency:
+            break
+        steps.append(sweep.step_figures(concurrency, batch, workload))
+        start += concurrency
+    return steps
 
 
 def _all_valid(members: list[Measured]) -> bool | None:

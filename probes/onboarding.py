@@ -84,6 +84,7 @@ class NewEndpoint:
     api_key: str = ""
     context_tokens: int | None = None
     token_counter: str = ""  # connection_check's finding: tokenize.METHODS or ""
+    server_metrics_url: str = ""  # connection_check's finding: the server's /metrics
     max_concurrency: int = 1
     interval_s: int = DEFAULT_INTERVAL_S
     workloads: list[Workload] = field(default_factory=list)
@@ -142,6 +143,7 @@ def create(spec: NewEndpoint) -> Created:
         canonical_model=_canonical(spec.model_name),
         context_tokens=spec.context_tokens,
         token_counter=spec.token_counter,
+        server_metrics_url=spec.server_metrics_url,
     )
     probes, skipped = [], []
     region = spec.region or settings.PROBE_REGION

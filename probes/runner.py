@@ -17,7 +17,7 @@ from typing import Any
 from django.conf import settings
 from django.db import connection
 
-from probes import groups, prompts, recording, telemetry, workloads
+from probes import groups, prompts, recording, selfhosted, workloads
 from probes.engine import (
     Limits,
     Prices,
@@ -26,6 +26,7 @@ from probes.engine import (
     measure_all_sync,
     measure_sync,
 )
+from probes.engine.telemetry import Telemetry
 from probes.models import Price, Probe, ProbeRun
 from probes.scheduling import caps
 
@@ -71,6 +72,7 @@ def build_request(
     extra_body: dict[str, Any] | None = None,
     extra_headers: dict[str, str] | None = None,
     include_text: bool = False,
+    telemetry: Telemetry | None = None,
 ) -> ProbeRequest:
     """The request for one of the probe's runs; ``messages`` default to request 0's."""
     endpoint, workload = probe.endpoint, probe.workload
@@ -103,6 +105,7 @@ def build_request(
         min_speed_tokens=settings.MIN_SPEED_TOKENS,
         include_text=include_text,
         token_counter=endpoint.token_counter or None,
+        telemetry=telemetry,
     )
 
 
@@ -202,9 +205,11 @@ def run_slot(
     key = provider.resolve_key()
     problem = key.problem or missing_key(provider, key)
 
+    telemetry = selfhosted.telemetry_for(endpoint)
+
     def new_request(messages, body, headers, include_text) -> ProbeRequest:
         return build_request(
-            probe, price, key.value, max_total_s, messages, body, headers, include_text
+            probe, price, key.value, max_total_s, messages, body, headers, include_text, telemetry
         )
 
     recorded: list[int] = []  # indexes sunk by this attempt
@@ -247,7 +252,7 @@ def run_slot(
             if not single:  # sink lists requests only; here the summary is the run
                 outcome.results.append(measured.result)
         return outcome
-    width, rounds = groups.footprint(probe.workload)
+    width, rounds = groups.footprint(probe.workload, provider.max_concurrency)
     with caps.probe_slots(provider, worker, width, rounds, wait=wait):  # Busy: nothing sent
         try:
             groups.run(
@@ -260,11 +265,14 @@ def run_slot(
                     measure_many=_off_the_database(measure_all_sync),
                     sink=sink,
                     done=done,
+                    cap=provider.max_concurrency,
                 )
             )
         except Exception as exc:
             _close_cut_short(probe.workload, done, recorded, exc, sink)
             raise
+    if telemetry is not None:
+        selfhosted.remember_energy(endpoint.pk, outcome.results)
     limited = next((r for r in outcome.results if r.status == "rate_limited"), None)
     if limited is not None:
         caps.back_off(provider, limited.retry_after_s)

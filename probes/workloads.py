@@ -280,12 +280,35 @@ WORKLOADS: tuple[WorkloadSeed, ...] = (
 
 BY_SLUG = {w.slug: w for w in WORKLOADS}
 
+# On demand only (``measure --workload sweep``, or a copy added in the admin for a
+# self-hosted endpoint): not in the suite, so the catalog never schedules 31 requests
+# against every paid API it knows.
+SWEEP = WorkloadSeed(
+    slug="sweep",
+    name="Concurrency sweep",
+    description=(
+        "The same fresh-prompt request at 1, 2, 4, 8 and 16 streams at once (params "
+        "ladder), stopping at the endpoint's cap: per-request and aggregate tok/s, TTFT "
+        "p50/p95 and goodput at the target in params (ttft_slo_ms, tpot_slo_ms) per step."
+    ),
+    max_tokens=300,
+    target_output_tokens=250,
+    approx_input_tokens=500,
+    system="You are a helpful, precise assistant.",
+    instruction=_ESSAY,
+    kind="sweep",
+    requests=16,
+    params={"ladder": [1, 2, 4, 8, 16], "ttft_slo_ms": 2000, "tpot_slo_ms": 100},
+)
+ON_DEMAND = {SWEEP.slug: SWEEP}
+
 
 def get(slug: str) -> WorkloadSeed:
     try:
-        return BY_SLUG[canonical_slug(slug)]
+        return {**BY_SLUG, **ON_DEMAND}[canonical_slug(slug)]
     except KeyError:
-        raise KeyError(f"unknown workload {slug!r}; known: {', '.join(BY_SLUG)}") from None
+        known = ", ".join([*BY_SLUG, *ON_DEMAND])
+        raise KeyError(f"unknown workload {slug!r}; known: {known}") from None
 
 
 # -- from a workload (row or seed) to requests -----------------------------------------

@@ -82,10 +82,11 @@ def test_rollups_alerts_and_speed_follow_the_aggregated_metrics():
     availability = ["success_rate", "error_rate", "minutes_since_ok"]
     assert [m for m, _ in METRIC_CHOICES] == [*contract.ROLLUP_METRICS, *availability]
     latencies = {"ttft_ms", "ttfat_ms", "e2e_ms", "first_sentence_ms", "tool_call_ms"}
-    latencies |= {"cold_ttft_ms", "slowdown"}
+    latencies |= {"cold_ttft_ms", "slowdown", "server_queue_ms", "energy_j_per_token"}
     assert latencies | {"error_rate", "minutes_since_ok"} == decide.HIGHER_IS_WORSE
     savings = {"ttft_saved_pct", "cost_saved_pct"}
-    assert {"output_tps", "prefill_tps", "success_rate"} | savings == decide.LOWER_IS_WORSE
+    higher = {"output_tps", "prefill_tps", "success_rate", "output_tokens_per_j"}
+    assert higher | savings == decide.LOWER_IS_WORSE
     # Prefill is about the prompt: a short answer does not take it out of the statistics.
     assert contract.SPEED_METRICS == ("output_tps",)
 

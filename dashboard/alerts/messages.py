@@ -24,6 +24,9 @@ _UNITS = {
     "ttft_saved_pct": "%",
     "cost_saved_pct": "%",
     "slowdown": "×",
+    "server_queue_ms": "ms",
+    "energy_j_per_token": "J/token",
+    "output_tokens_per_j": "tok/J",
     "minutes_since_ok": "min",
 }
 
@@ -35,7 +38,7 @@ def format_value(metric: str, value: float | None) -> str:
     if metric in ("success_rate", "error_rate"):
         return f"{value * 100:.1f} %"
     unit = _UNITS.get(metric, "")
-    digits = 0 if abs(value) >= 100 else 1
+    digits = 0 if abs(value) >= 100 else 1 if abs(value) >= 1 else 3  # 0.042 J/token
     return f"{value:,.{digits}f} {unit}".strip()
 
 

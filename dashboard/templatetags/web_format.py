@@ -70,6 +70,8 @@ def figure(value, key: str) -> str:
         return f"{float(value):.1f} %"
     if unit == "×":
         return f"{float(value):.2f}×"
+    if unit in ("tokens/J", "J/token"):  # small numbers: 1.23 tokens/J, 0.0128 J/token
+        return f"{float(value):.3g}"
     return num(value)
 
 

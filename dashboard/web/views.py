@@ -27,6 +27,7 @@ from dashboard.models import ROLLUP_METRICS
 from dashboard.queries import aggregates, history
 from dashboard.queries import filters as query_filters
 from dashboard.queries import leaderboard as leaderboards
+from dashboard.web import server_side
 from probes.engine import contract
 from probes.engine.request import limit_rows
 from probes.models import CanonicalModel, Endpoint, Probe, ProbeRun, Provider, Workload
@@ -47,6 +48,7 @@ HEADLINE_COLUMNS = (
     "cost_saved_pct",
     "slowdown",
     "prefill_tps",
+    "output_tokens_per_j",  # any workload, where a power source measured it
 )
 TABLE_COLUMNS = (
     "output_tps",
@@ -64,6 +66,12 @@ RECENT_RUNS = 25
 
 def bad_filter(request: HttpRequest, error: query_filters.BadFilter) -> HttpResponse:
     return render(request, "dashboard/bad_filter.html", {"message": str(error)}, status=400)
+
+
+def _measured_energy(board) -> frozenset[str]:
+    """The tokens-per-joule column, where some row's endpoint has energy telemetry."""
+    measured = any(row.agg and row.agg.percentile("output_tokens_per_j", 50) for row in board.rows)
+    return frozenset({"output_tokens_per_j"}) if measured else frozenset()
 
 
 def _choices() -> dict:
@@ -91,7 +99,7 @@ def leaderboard(request: HttpRequest) -> HttpResponse:
     except query_filters.BadFilter as error:
         return bad_filter(request, error)
     board = leaderboards.leaderboard(filters)
-    shown = board.headline_columns
+    shown = board.headline_columns | _measured_energy(board)
     context = {
         "board": board,
         "filters": filters,
@@ -146,7 +154,7 @@ def _history_context(request: HttpRequest, endpoints: list[Endpoint]) -> dict:
         "histories": histories,
         "history_charts": [
             (f"history-{m}", maintenance_bands.shade(charts.history(histories, m, span), planned))
-            for m in HISTORY_METRICS
+            for m in (*HISTORY_METRICS, *_self_hosted_metrics(endpoints))
         ],
         "availability_chart": maintenance_bands.shade(
             charts.availability(histories, span), planned
@@ -156,6 +164,12 @@ def _history_context(request: HttpRequest, endpoints: list[Endpoint]) -> dict:
         "status_meanings": STATUS_MEANINGS,
         "has_history": totals.runs > 0,
     }
+
+
+def _self_hosted_metrics(endpoints: list[Endpoint]) -> tuple[str, ...]:
+    """History charts of the server's own side, where an endpoint has the telemetry."""
+    out = ("server_queue_ms",) if any(e.server_metrics_url for e in endpoints) else ()
+    return out + (("output_tokens_per_j",) if any(e.power_url for e in endpoints) else ())
 
 
 def _recent_runs(**scope) -> list[ProbeRun]:
@@ -248,6 +262,7 @@ def endpoint_page(request: HttpRequest, pk: int) -> HttpResponse:
             timezone.now() - SKIPS_SHOWN_FOR,
         ),
         alerts_template=ACTIVE_ALERTS_TEMPLATE if _has_alerts_partial() else None,
+        **server_side.endpoint_context(endpoint),
     )
 
 
@@ -289,6 +304,7 @@ def run_page(request: HttpRequest, pk: int) -> HttpResponse:
         "status_meaning": STATUS_MEANINGS.get(run.status, ""),
         "read_path_meaning": contract.OUTCOME_FIELDS["read_path"].definition,
         "has_server_timing": any(theirs is not None for _, _, theirs in timings),
+        "breakdown": server_side.breakdown(run),
     }
     return render(request, "dashboard/run.html", context)
 

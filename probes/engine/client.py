@@ -29,7 +29,17 @@ from typing import Any
 
 import httpx
 
-from . import bounded, egress, fastread, http_errors, sanitize, start_gate, tokenize, tokens
+from . import (
+    bounded,
+    egress,
+    fastread,
+    http_errors,
+    sanitize,
+    start_gate,
+    telemetry,
+    tokenize,
+    tokens,
+)
 from .dialects import StreamRecorder, new_recorder
 from .fastread import ResponseTooLarge
 from .metrics import ServerCount, fill_metrics, prompt_texts, stream_counts
@@ -130,6 +140,9 @@ class _Measurement:
         self._watchdog: asyncio.TimerHandle | None = None
         self._connect_started: int | None = None
         self._connect_ms: float | None = None
+        self._tcp_ms: float | None = None  # DNS + the TCP handshake: one round trip
+        self._tls_started: int | None = None
+        self._tls_ms: float | None = None
         self._in_measured_request = False
         self._measured_request_connected = False
         self._cpu0 = 0.0
@@ -145,8 +158,15 @@ class _Measurement:
             if self._in_measured_request:
                 self._measured_request_connected = True
         elif name in ("connection.connect_tcp.complete", "connection.start_tls.complete"):
+            now = perf_counter_ns()
             if self._connect_started is not None:
-                self._connect_ms = round((perf_counter_ns() - self._connect_started) / 1e6, 3)
+                self._connect_ms = round((now - self._connect_started) / 1e6, 3)
+                if name == "connection.connect_tcp.complete":
+                    self._tcp_ms = self._connect_ms
+            if name == "connection.start_tls.complete" and self._tls_started is not None:
+                self._tls_ms = round((now - self._tls_started) / 1e6, 3)
+        elif name == "connection.start_tls.started":
+            self._tls_started = perf_counter_ns()
         elif name == "http11.send_request_body.complete" and self._in_measured_request:
             self.start.sent()  # the next stream may start its own while this one waits
         elif name == "http11.receive_response_headers.complete":
@@ -412,6 +432,8 @@ class _Measurement:
     def _finish(self, counts: Any, server_count: ServerCount | None = None) -> None:
         result, rec = self.result, self.rec
         result.connect_ms = self._connect_ms
+        result.network_rtt_ms = self._tcp_ms
+        result.tls_ms = self._tls_ms
         result.cold_connection = (not self.req.warm) or self._measured_request_connected
         try:
             fill_metrics(
@@ -488,11 +510,19 @@ async def measure(req: ProbeRequest, turn: start_gate.Turn | None = None) -> Run
     Starts when no other stream of this loop is starting (``turn``: a share of a
     parallel group's turn).
     """
-    start = start_gate.Member(turn or await start_gate.take_turn())
-    try:
-        return await _Measurement(req, start).run()
-    finally:
-        start.sent()
+
+    async def one_stream() -> RunResult:
+        # The start gate is taken here, inside the telemetry window, so the server
+        # scrapes around the run never hold the loop's turn for other streams.
+        start = start_gate.Member(turn or await start_gate.take_turn())
+        try:
+            return await _Measurement(req, start).run()
+        finally:
+            start.sent()
+
+    if req.telemetry is None:
+        return await one_stream()
+    return await telemetry.observe(req, one_stream)
 
 
 async def measure_all(reqs: list[ProbeRequest]) -> list[RunResult]:

@@ -270,8 +270,23 @@ _MEASURED = (
     RunField(
         "provider_cost_usd", "USD", "lower", "The cost the provider itself reported, when it does."
     ),
-    RunField("server_queue_ms", "ms", "lower", "Provider-reported queue time."),
-    RunField("server_prefill_ms", "ms", "lower", "Provider-reported prompt processing time."),
+    RunField(
+        "server_queue_ms",
+        "ms",
+        "lower",
+        "The server's queue time: provider-reported in the response, or from a self-hosted "
+        "server's /metrics (histogram sum delta / count delta over the run's window; see "
+        "server_window).",
+        label="Server queue",
+        title="Server queue time",
+    ),
+    RunField(
+        "server_prefill_ms",
+        "ms",
+        "lower",
+        "The server's prompt processing time: provider-reported, or from /metrics as "
+        "server_queue_ms.",
+    ),
     RunField(
         "server_prefill_tps",
         "tokens/s",
@@ -280,9 +295,118 @@ _MEASURED = (
         "rate by the provider's own clock (no network inside), under the same "
         "1,000-token floor.",
     ),
-    RunField("server_decode_ms", "ms", "lower", "Provider-reported generation time."),
-    RunField("server_total_ms", "ms", "lower", "Provider-reported total time."),
+    RunField(
+        "server_decode_ms",
+        "ms",
+        "lower",
+        "The server's generation time: provider-reported, or from /metrics as server_queue_ms.",
+    ),
+    RunField(
+        "server_total_ms",
+        "ms",
+        "lower",
+        "Provider-reported total time (or queue + prefill + decode from /metrics).",
+    ),
     RunField("server_output_tps", "tokens/s", "higher", "Provider-reported output speed."),
+    RunField(
+        "server_window",
+        "",
+        None,
+        "Where the server figures come from: per-request (the response's own figures, "
+        "preferred); exact (/metrics deltas over a window in which the server finished "
+        "our request only and ran or queued no other at either read: our request's own "
+        "times); shared (it finished others too, or others ran beside ours: the deltas "
+        "are means over all it finished, ours included). Empty without server figures.",
+        TEXT,
+    ),
+    RunField(
+        "server_running_requests",
+        "requests",
+        None,
+        "Requests the server was running, the higher of its /metrics gauge before and "
+        "after the run (ours is not running at either read): others' load.",
+        label="Server running",
+        title="Requests running on the server",
+    ),
+    RunField(
+        "server_waiting_requests",
+        "requests",
+        "lower",
+        "Requests waiting in the server's queue, the higher of the two reads.",
+    ),
+    RunField(
+        "server_kv_cache_pct", "%", None, "The server's KV-cache use, the higher of the two reads."
+    ),
+    RunField(
+        "server_prefix_hit_pct",
+        "%",
+        "higher",
+        "Prefix-cache hits / queries (tokens) over the window, from the server's /metrics.",
+    ),
+    RunField(
+        "network_rtt_ms",
+        "ms",
+        "lower",
+        "The TCP handshake to the host (DNS included), timed on the run's connection: one "
+        "network round trip, measured rather than left as a remainder.",
+    ),
+    RunField("tls_ms", "ms", "lower", "The TLS handshake on the run's connection."),
+    RunField(
+        "energy_j",
+        "J",
+        "lower",
+        "Energy the power source counted over the run's window (its counter read just "
+        "before the request and just after the stream: the window's grace is those reads' "
+        "time, some ms). A counter that went down was reset inside the window: the run's "
+        "energy is void (empty), never a negative; a delta above 5 kW per GPU is void "
+        "too.",
+        label="Energy",
+        title="Energy per run",
+    ),
+    RunField(
+        "energy_j_per_token",
+        "J/token",
+        "lower",
+        "energy_j / output_tokens.",
+        label="J/token",
+        title="Energy per output token",
+    ),
+    RunField(
+        "output_tokens_per_j",
+        "tokens/J",
+        "higher",
+        "output_tokens / energy_j.",
+        label="Tokens/J",
+        title="Output tokens per joule",
+    ),
+    RunField(
+        "tps_per_w",
+        "tokens/s/W",
+        "higher",
+        "Output tokens per second per watt over the window: the same number as "
+        "output_tokens_per_j, in the unit vendors quote.",
+    ),
+    RunField(
+        "energy_above_idle_j",
+        "J",
+        "lower",
+        "energy_j − the power measured between the previous run and this one × the "
+        "window: what the run added to the idle draw (idle unless others ran between).",
+    ),
+    RunField(
+        "output_tokens_per_j_above_idle",
+        "tokens/J",
+        "higher",
+        "output_tokens / energy_above_idle_j.",
+    ),
+    RunField(
+        "energy_window",
+        "",
+        None,
+        "exact: the server ran nothing else in the window (by its /metrics); shared: "
+        "others' requests drew power too; empty when the server's metrics are unknown.",
+        TEXT,
+    ),
     RunField(
         "first_sentence_ms",
         "ms",
@@ -470,6 +594,10 @@ ROLLUP_METRICS: tuple[str, ...] = (
     "ttft_saved_pct",
     "cost_saved_pct",
     "slowdown",
+    # Self-hosted servers' side (empty for every other endpoint).
+    "server_queue_ms",
+    "energy_j_per_token",
+    "output_tokens_per_j",
 )
 # Of those, the speeds: only runs that count for speed (not short_output) enter them.
 SPEED_METRICS: tuple[str, ...] = tuple(m for m in ROLLUP_METRICS if RUN_FIELDS[m].speed)

@@ -10,6 +10,7 @@ import orjson
 from . import dialects
 from .contract import MIN_SPEED_TOKENS
 from .dialects import APIS
+from .telemetry import Telemetry
 
 # probes/engine/tokenize.METHODS (kept here too so a request validates without httpx).
 TOKEN_COUNTERS = ("llama.cpp", "vllm", "llama-cpp-python", "ollama")
@@ -115,6 +116,8 @@ class ProbeRequest:
     # of it (a fresh prompt): it stands in for usage's input count in the prefill rate.
     # None for a repeat (its cached share is unknown without usage).
     prompt_tokens: int | None = None
+    # A self-hosted server's /metrics and power source, read around the run.
+    telemetry: Telemetry | None = None
 
     def __post_init__(self) -> None:
         if self.api not in APIS:

@@ -75,6 +75,21 @@ class RunResult:
     server_total_ms: float | None = None
     server_output_tps: float | None = None
     server_prefill_tps: float | None = None
+    # A self-hosted server's /metrics and power counter around the run (telemetry.py).
+    server_window: str | None = None  # "per-request", "exact" or "shared"
+    server_running_requests: float | None = None
+    server_waiting_requests: float | None = None
+    server_kv_cache_pct: float | None = None
+    server_prefix_hit_pct: float | None = None
+    network_rtt_ms: float | None = None  # the TCP handshake (DNS included)
+    tls_ms: float | None = None
+    energy_j: float | None = None
+    energy_j_per_token: float | None = None
+    output_tokens_per_j: float | None = None
+    tps_per_w: float | None = None
+    energy_above_idle_j: float | None = None
+    output_tokens_per_j_above_idle: float | None = None
+    energy_window: str | None = None  # "exact" or "shared"
 
     usage: dict[str, Any] | None = None  # the provider's object, last value
     server_timing: dict[str, Any] | None = None  # raw, keyed by where it came from

@@ -21,6 +21,8 @@ from probes.models.validators import (
     validate_base_url,
     validate_env_name,
     validate_headers,
+    validate_metrics_url,
+    validate_power_selector,
 )
 
 if TYPE_CHECKING:
@@ -280,6 +282,37 @@ class Endpoint(models.Model):
         blank=True,
         help_text="Sent to workloads with a target length whose answer is not checked "
         "(never JSON or tool calls). OpenAI and Anthropic reject both fields.",
+    )
+    server_metrics_url = models.URLField(
+        "server metrics URL",
+        max_length=500,
+        blank=True,
+        validators=[validate_metrics_url],
+        help_text="A self-hosted server's Prometheus /metrics (vLLM, llama.cpp, SGLang, TGI), "
+        "read before and after each run for its queue, prefill, decode time and load. "
+        "Test connection detects it.",
+    )
+    power_url = models.URLField(
+        "power metrics URL",
+        max_length=500,
+        blank=True,
+        validators=[validate_metrics_url],
+        help_text="A DCGM exporter's /metrics (DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION), or a "
+        "Prometheus /api/v1/query URL with the energy query below: energy per run.",
+    )
+    power_query = models.CharField(
+        "energy query",
+        max_length=500,
+        blank=True,
+        help_text="With a Prometheus query URL: an expression of an energy counter in joules "
+        "(IPMI, Redfish, node exporter).",
+    )
+    power_selector = models.CharField(
+        "GPU selector",
+        max_length=100,
+        blank=True,
+        validators=[validate_power_selector],
+        help_text="LABEL=VALUE of the DCGM series to sum, e.g. gpu=0; empty: every GPU.",
     )
     enabled = models.BooleanField(default=True)
     notes = models.TextField(blank=True)

@@ -61,3 +61,20 @@ def validate_headers(value) -> None:
 
 
 positive = MinValueValidator(Decimal("0"))
+
+
+def validate_power_selector(value: str) -> None:
+    from probes.engine.energy import SelectorError, parse_selector
+
+    try:
+        parse_selector(value)
+    except SelectorError as exc:
+        raise ValidationError(str(exc)) from None
+
+
+def validate_metrics_url(value: str) -> None:
+    """A metrics URL is shown on pages and in exports: it may not carry credentials."""
+    URLValidator(schemes=["http", "https"])(value)
+    netloc = value.split("://", 1)[-1].split("/", 1)[0]
+    if "@" in netloc:
+        raise ValidationError("A metrics URL may not contain a user or password.")

@@ -16,6 +16,7 @@ WORKLOAD_KINDS = [
     ("cached", "cached prefix: one prompt sent twice (cold, then warm)"),
     ("loop", "agent loop: sequential requests, each fed the previous answer"),
     ("parallel", "concurrent requests, after one alone for comparison"),
+    ("sweep", "concurrency sweep: 1, 2, 4 … requests at once up to the cap (the curve)"),
 ]
 WORKLOAD_CHECKS = [
     ("", "none"),
@@ -193,6 +194,8 @@ CLAIM_METRICS = [
     # Use-case figures: a voice reply starting, a tool call ready to act on.
     ("first_sentence_ms", "Time to first sentence (ms)"),
     ("tool_call_ms", "Time to complete tool call (ms)"),
+    # Energy: tokens/s per watt is the same quantity ((tokens/s) / (J/s)).
+    ("output_tokens_per_j", "Output tokens per joule (tokens/s per W)"),
 ]
 
 

@@ -19,11 +19,13 @@ from typing import Any
 from .profiles import BUILTIN, FAULTS, REALISTIC_FAULTS, Profile, resolve
 from .scheduler import reduce_timer_slack
 from .server import ServerTraits, SimulatorServer
+from .telemetry import PowerModel
 
 __all__ = [
     "BUILTIN",
     "FAULTS",
     "REALISTIC_FAULTS",
+    "PowerModel",
     "Profile",
     "SimulatorHandle",
     "SimulatorProcess",

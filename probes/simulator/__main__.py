@@ -10,6 +10,7 @@ from .events import EVENTS
 from .profiles import FAULTS, REALISTIC_FAULTS, Profile
 from .scheduler import reduce_timer_slack
 from .server import ServerTraits, SimulatorServer
+from .telemetry import PowerModel
 
 
 def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
@@ -62,6 +63,37 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="answer that server's tokenize route (default: none, 404 like OpenAI)",
     )
+    parser.add_argument(
+        "--metrics",
+        choices=("vllm", "llama.cpp"),
+        default=None,
+        help="serve GET /metrics as that engine publishes it (queue/prefill/decode "
+        "histograms, running/waiting gauges), following the streams served",
+    )
+    parser.add_argument(
+        "--power",
+        type=power_model,
+        default=None,
+        metavar="IDLE_W,J_PER_TOKEN",
+        help="serve GET /dcgm/metrics, a DCGM exporter: GPU 0 draws IDLE_W + J_PER_TOKEN "
+        "per output token (W per token/s), GPU 1 idles",
+    )
+    parser.add_argument(
+        "--batch-tps",
+        type=float,
+        default=None,
+        help="a batched server: the streams in flight share this many output tokens/s",
+    )
+
+
+def power_model(text: str) -> PowerModel:
+    try:
+        idle, per_token = (float(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected IDLE_W,J_PER_TOKEN, got {text!r}") from None
+    if idle < 0 or per_token < 0:
+        raise argparse.ArgumentTypeError("power figures must be >= 0")
+    return PowerModel(idle, per_token)
 
 
 def probability(text: str) -> float:
@@ -94,6 +126,9 @@ async def serve(args: argparse.Namespace) -> None:
         total_slots=args.slots,
         usage=not args.no_usage,
         tokenize=args.tokenize,
+        metrics=getattr(args, "metrics", None),
+        power=getattr(args, "power", None),
+        batch_tps=getattr(args, "batch_tps", None),
     )
     server = SimulatorServer(
         profile_from(args),

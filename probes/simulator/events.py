@@ -104,7 +104,9 @@ class OpenAIChatEvents:
         # x_simulator (true send times) rides inside usage, which clients keep verbatim.
         usage = {**usage, "x_simulator": timing["x_simulator"]}
         usage_chunk = b"data: " + self._head + b',"choices":[],"usage":' + _json(usage)
-        usage_chunk += b',"time_info":' + _json(timing["time_info"]) + b"}\n\n"
+        if timing["time_info"] is not None:  # a vLLM-like server reports it only when asked
+            usage_chunk += b',"time_info":' + _json(timing["time_info"])
+        usage_chunk += b"}\n\n"
         return finish_chunk + usage_chunk + (b"data: [DONE]\n\n" if done else b"")
 
 

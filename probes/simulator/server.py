@@ -28,6 +28,7 @@ from .events import EVENTS
 from .profiles import BUILTIN, Profile, resolve
 from .scheduler import Scheduler
 from .stream import Stream
+from .telemetry import PowerModel, ServerStats, load_request
 
 _MAX_HEADER = 64 * 1024
 _ids = itertools.count(1)
@@ -82,6 +83,7 @@ class _Conn(asyncio.Protocol):
         self.prompt_tokens = 0
         self.cached_tokens = 0  # of prompt_tokens, served from the prompt cache
         self.max_tokens = 0
+        self.request_metrics = False  # the request asked for its figures in the response
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport: asyncio.Transport = transport  # type: ignore[assignment]
@@ -91,6 +93,8 @@ class _Conn(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        if self.stream is not None:
+            self.server.stats.ended(id(self.stream))
 
     def pause_writing(self) -> None:
         if self.stream is not None:
@@ -191,12 +195,24 @@ class ServerTraits:
     total_slots: reported by /props and /slots (llama.cpp's parallel slots).
     usage: False omits the usage chunk from OpenAI streams.
     tokenize: serve POST /tokenize (o200k_base token ids).
+    metrics: serve GET /metrics as "vllm" or "llama.cpp" publish it; the stream then leaves
+    out its own timing (time_info) unless the request asks ``"return_request_metrics":
+    true``, as a self-hosted engine does.
+    power: serve GET /dcgm/metrics, a DCGM exporter whose energy follows this model
+    (POST /dcgm/reset restarts its counter).
+    batch_tps: a batched server's total output rate, shared by the streams in flight (so a
+    concurrency sweep finds its knee).
+    Any server takes POST /simulator/load {"running", "per_s", "seconds"}: background
+    requests that share /metrics windows and draw power.
     """
 
     context_tokens: int | None = None
     total_slots: int | None = None
     usage: bool = True
     tokenize: bool = False
+    metrics: str | None = None
+    power: PowerModel | None = None
+    batch_tps: float | None = None  # all streams together: each gets batch_tps / in flight
 
 
 class SimulatorServer:
@@ -225,6 +241,9 @@ class SimulatorServer:
         # for a name meets the same fault (or none) on every run of the same test.
         self._failure_rngs: dict[str, random.Random] = {}
         self._prompt_cache: OrderedDict[bytes, bool] = OrderedDict()
+        if self.traits.metrics not in (None, "vllm", "llama.cpp"):
+            raise ValueError(f"metrics must be vllm or llama.cpp, not {self.traits.metrics!r}")
+        self.stats = ServerStats(self.traits.metrics, self.traits.power)
 
     async def start(self) -> int:
         tokens.encoding()  # load the tokenizer now, not inside the first request's TTFT
@@ -275,7 +294,7 @@ class SimulatorServer:
         if self.tokenizer and method == "POST" and path in ("/tokenize", "/extras/tokenize"):
             self._tokenize(conn, path, body)  # the server style the simulator plays
             return
-        if self._describe(conn, method, path, body):
+        if self._describe(conn, method, path, body) or self._telemetry(conn, method, path, body):
             return
         if method != "POST":
             conn.respond(405, "Method Not Allowed", b'{"error":{"message":"use POST"}}')
@@ -330,6 +349,28 @@ class SimulatorServer:
             conn.respond(200, "OK", orjson.dumps({"tokens": ids, "count": len(ids)}))
             return True
         return False
+
+    def _telemetry(self, conn: _Conn, method: str, path: str, body: bytes) -> bool:
+        """/metrics, the DCGM exporter and background load (ServerTraits)."""
+        stats, text = self.stats, "text/plain; version=0.0.4"
+        if method == "GET" and path == "/metrics" and self.traits.metrics:
+            conn.respond(200, "OK", stats.metrics().encode(), content_type=text)
+        elif method == "GET" and path == "/dcgm/metrics" and self.traits.power:
+            conn.respond(200, "OK", stats.dcgm().encode(), content_type=text)
+        elif method == "POST" and path == "/dcgm/reset" and self.traits.power:
+            stats.reset_energy()
+            conn.respond(200, "OK", b"{}")
+        elif method == "POST" and path == "/simulator/load":
+            try:
+                running, per_s, seconds = load_request(orjson.loads(body or b"{}"))
+            except (orjson.JSONDecodeError, ValueError, TypeError, AttributeError) as exc:
+                conn.respond(400, "Bad Request", orjson.dumps({"error": {"message": str(exc)}}))
+                return True
+            stats.load(asyncio.get_running_loop(), running, per_s, seconds)
+            conn.respond(200, "OK", b"{}")
+        else:
+            return False
+        return True
 
     def _cached(self, req: dict[str, Any], prompt_tokens: int) -> int:
         """Prompt tokens a provider's prompt cache would serve: all of a prompt seen in
@@ -402,6 +443,7 @@ class SimulatorServer:
             or 256
         )
         conn.max_tokens = max_tokens
+        conn.request_metrics = req.get("return_request_metrics") is True
         cap = profile.max_output_tokens  # where the model ends its answer (its EOS)
         n_tokens = max_tokens if cap is None else min(max_tokens, cap)
         # Like vLLM: ignore_eos runs to max_tokens, min_tokens holds the end off till then.

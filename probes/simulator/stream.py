@@ -66,12 +66,18 @@ class Stream:
         self.t_last: int | None = None
         self.paused = False
         self.done = False
+        conn.server.stats.started(id(self))
 
     def _gap(self) -> float:
-        if self._rng is None:
-            return self.gap_ns
-        j = self.p.jitter_pct / 100.0
-        return self.gap_ns * (1.0 + self._rng.uniform(-j, j))
+        gap = self.gap_ns
+        if self._rng is not None:
+            j = self.p.jitter_pct / 100.0
+            gap *= 1.0 + self._rng.uniform(-j, j)
+        server = self.conn.server
+        if server.traits.batch_tps:  # a batched GPU: the streams in flight share its rate
+            shared = self.p.tokens_per_event * len(server.stats.active) / server.traits.batch_tps
+            gap = max(gap, shared * 1e9)
+        return gap
 
     def emit(self) -> int | None:
         """Write every event now due; return the next deadline, or None when finished."""
@@ -130,6 +136,7 @@ class Stream:
             if first_in_batch == 0:
                 self.t_first = self.t_last
         self.done = True
+        conn.server.stats.ended(id(self))
         if fault == "stall":
             return None  # keep the connection open, send nothing more
         if fault == "disconnect":
@@ -172,11 +179,17 @@ class Stream:
             "prompt_tokens_details": {"cached_tokens": self.conn.cached_tokens},
             "completion_tokens_details": {"reasoning_tokens": reasoning},
         }
-        timing = {
+        prefill_s, decode_s = (t_first - self.t_request) / 1e9, (t_last - t_first) / 1e9
+        server = self.conn.server
+        server.stats.finished(
+            id(self), 0.0, prefill_s, decode_s, self.conn.prompt_tokens,
+            self.conn.cached_tokens, self.n_tokens,
+        )  # fmt: skip
+        timing: dict[str, Any] = {
             "time_info": {
                 "queue_time": 0.0,
-                "prompt_time": (t_first - self.t_request) / 1e9,
-                "completion_time": (t_last - t_first) / 1e9,
+                "prompt_time": prefill_s,
+                "completion_time": decode_s,
                 "total_time": (t_last - self.t_request) / 1e9,
             },
             "x_simulator": {
@@ -190,6 +203,8 @@ class Stream:
                 "ttft_ms": p.ttft_ms,
             },
         }
+        if server.traits.metrics and not self.conn.request_metrics:
+            timing["time_info"] = None  # its figures are in /metrics, not the response
         finish = "length" if self.n_tokens >= self.conn.max_tokens else "stop"
         if self.tool_name is not None and finish == "stop":
             finish = "tool_calls"

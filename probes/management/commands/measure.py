@@ -19,8 +19,11 @@ from probes.engine import (
     RunResult,
     measure_all_sync,
     measure_sync,
+    tokenize,
 )
+from probes.engine.energy import SelectorError
 from probes.engine.request import TOKEN_COUNTERS
+from probes.engine.telemetry import Telemetry
 from probes.models import Workload
 
 _TABLE = (
@@ -78,6 +81,25 @@ class Command(BaseCommand):
             choices=TOKEN_COUNTERS,
             help="without usage in the stream, ask the server's tokenizer (else o200k)",
         )
+        parser.add_argument(
+            "--server-metrics",
+            metavar="URL",
+            help="the server's Prometheus /metrics (vLLM, llama.cpp, SGLang, TGI), read "
+            "before and after each run: server_queue_ms, server_prefill_ms, server_decode_ms, "
+            "server_window, server_running_requests",
+        )
+        parser.add_argument(
+            "--power-metrics",
+            metavar="URL",
+            help="a DCGM exporter's /metrics (or with --power-query a Prometheus "
+            "/api/v1/query URL): energy_j and output_tokens_per_j per run",
+        )
+        parser.add_argument(
+            "--power-selector", metavar="LABEL=VALUE", default="", help="e.g. gpu=0"
+        )
+        parser.add_argument(
+            "--power-query", metavar="EXPR", help="an energy counter in joules (Prometheus)"
+        )
         parser.add_argument("--max-tokens", type=int, help="default: the workload's, or 256")
         parser.add_argument("--repeat", type=int, default=1)
         parser.add_argument("--include-text", action="store_true")
@@ -89,6 +111,8 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **opts: Any) -> None:
         req = self._request(opts)
+        if req.token_counter is None:
+            req = self._find_token_counter(req)
         if opts["prompt"] is not None:
             for i in range(opts["repeat"]):
                 self._show(i, groups.Measured(0, "single", measure_sync(req)), opts)
@@ -121,8 +145,23 @@ class Command(BaseCommand):
                 measure_many=measure_all_sync,
             )
             for measured in groups.run(plan):
+                if workload.kind == "sweep" and measured.role == "group":
+                    self._show_steps(measured, opts)  # the curve, one row per step
+                elif workload.kind == "sweep":
+                    continue
                 self._show(row, measured, opts)
                 row += 1
+
+    def _find_token_counter(self, req: ProbeRequest) -> ProbeRequest:
+        """Without --token-counter, the server's tokenize route as Test connection finds it
+        (used only when a stream carries no usage: o200k would be far off a Llama
+        tokenizer's count)."""
+        headers = {k: v for k, v in req.headers().items() if k not in ("accept", "content-type")}
+        found = tokenize.detect_sync(req.base_url, req.model, headers, total_s=8.0)
+        if found is None:
+            return req
+        self.stderr.write(f"token count without usage: the server's tokenizer ({found})")
+        return dataclasses.replace(req, token_counter=found)
 
     def _workload(self, slug: str) -> Any:
         try:
@@ -133,6 +172,20 @@ class Command(BaseCommand):
             return Workload.objects.get(slug=slug)
         except (Workload.DoesNotExist, DatabaseError):
             raise CommandError(message) from None
+
+    def _show_steps(self, measured: groups.Measured, opts: dict[str, Any]) -> None:
+        steps = (measured.group_summary or {}).get("steps") or []
+        if opts["json"]:
+            for step in steps:
+                self.stdout.write(orjson.dumps(step).decode())
+            return
+        columns = ("concurrency", "per_request_tps", "aggregate_tps", "ttft_ms_p50",
+                   "ttft_ms_p95", "goodput")  # fmt: skip
+        self.stdout.write(" ".join(name.rjust(15) for name in columns))
+        for step in steps:
+            cells = ("-" if step[c] is None else f"{step[c]:g}" for c in columns)
+            self.stdout.write(" ".join(cell.rjust(15) for cell in cells))
+        self.stdout.write(f"knee at concurrency {measured.group_summary.get('knee') or '-'}")
 
     def _show(self, i: int, measured: groups.Measured, opts: dict[str, Any]) -> None:
         if opts["json"]:
@@ -166,6 +219,16 @@ class Command(BaseCommand):
             total_s=opts["total_timeout"],
         )
         try:
+            telemetry = None
+            if opts["server_metrics"] or opts["power_metrics"]:
+                telemetry = Telemetry(
+                    server_metrics_url=opts["server_metrics"],
+                    power_url=opts["power_metrics"],
+                    power_query=opts["power_query"],
+                    power_selector=opts["power_selector"],
+                )
+            elif opts["power_selector"] or opts["power_query"]:
+                raise CommandError("--power-selector and --power-query need --power-metrics")
             return ProbeRequest(
                 api=opts["api"],
                 base_url=opts["base_url"],
@@ -177,8 +240,9 @@ class Command(BaseCommand):
                 warm=not opts["no_warm"],
                 include_text=opts["include_text"],
                 token_counter=opts["token_counter"],
+                telemetry=telemetry,
             )
-        except ValueError as exc:
+        except (ValueError, SelectorError) as exc:
             raise CommandError(str(exc)) from None
 
     def _print_row(self, i: int, measured: groups.Measured, include_text: bool) -> None:
