@@ -30,8 +30,14 @@ def test_metrics_answers_a_scraper_with_the_bearer_token(client, history, privat
     response = client.get("/metrics", HTTP_AUTHORIZATION=f"Bearer {TOKEN}")
     assert response.status_code == 200
     assert b"inferwatch_time_to_first_token_seconds_bucket" in response.content
-    # The token opens /metrics only, never the pages or the API.
+    # The token opens /metrics and its alert annotations only, never the pages, the API
+    # or the badges.
+    assert client.get("/metrics/alerts.json").status_code == 401
+    alerts = client.get("/metrics/alerts.json", HTTP_AUTHORIZATION=f"Bearer {TOKEN}")
+    assert alerts.status_code == 200 and alerts.json() == []
     assert client.get("/api/v1/runs", HTTP_AUTHORIZATION=f"Bearer {TOKEN}").status_code == 302
+    badge = f"/badges/endpoints/{history['endpoints']['fast'].pk}/ttft.svg"
+    assert client.get(badge, HTTP_AUTHORIZATION=f"Bearer {TOKEN}").status_code == 302
 
 
 def test_metrics_without_a_token_setting_needs_a_login(client, history, private, django_user_model):
