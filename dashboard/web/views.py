@@ -26,6 +26,8 @@ from dashboard.models import ROLLUP_METRICS
 from dashboard.queries import aggregates, history
 from dashboard.queries import filters as query_filters
 from dashboard.queries import leaderboard as leaderboards
+from dashboard.web.caching import cacheable
+from dashboard.web.marks import history_marks
 from probes.engine import contract
 from probes.models import CanonicalModel, Endpoint, Probe, ProbeRun, Provider, Workload
 from probes.workloads import headline_metrics
@@ -42,14 +44,17 @@ HEADLINE_COLUMNS = (
     "cold_ttft_ms",
     "ttft_saved_pct",
     "cost_saved_pct",
+    "stream_tps",
     "slowdown",
     "prefill_tps",
 )
 TABLE_COLUMNS = (
     "output_tps",
     "ttft_ms",
+    "ttft_ms_p95",
     "ttfat_ms",
     "e2e_ms",
+    "e2e_ms_p95",
     *HEADLINE_COLUMNS,
     "blended_price",
     "success_rate",
@@ -81,6 +86,7 @@ def _choices() -> dict:
 
 
 @require_safe
+@cacheable
 @vary_on_headers("HX-Request")
 def leaderboard(request: HttpRequest) -> HttpResponse:
     try:
@@ -101,9 +107,14 @@ def leaderboard(request: HttpRequest) -> HttpResponse:
         "headline": [key for key in HEADLINE_COLUMNS if key in shown],
         "sort_provider": filters.sort_param_for("provider"),
         "sparklines": {row.endpoint.pk: charts.sparkline(row.sparkline) for row in board.rows},
+        "cause_strips": {
+            row.endpoint.pk: charts.cause_strip(row.availability_by_cause) for row in board.rows
+        },
         "firing_alerts": firing_by_endpoint(row.endpoint.pk for row in board.rows),
-        "speed_price": charts.speed_vs_price(board.rows),
-        "ttft_speed": charts.ttft_vs_speed(board.rows),
+        "speed_price": charts.speed_vs_price(board.rows, board.rank_metric),
+        "ttft_speed": charts.ttft_vs_speed(board.rows, board.rank_metric),
+        "rank_label": f"median {METRICS[board.rank_metric].label}",
+        "default_sort": query_filters.default_sort(filters.workload),
         "has_catalog": Endpoint.objects.exists(),
         "has_probes": Probe.objects.active().exists(),
         "workload_probed": filters.workload is None
@@ -129,6 +140,7 @@ def _history_context(request: HttpRequest, endpoints: list[Endpoint]) -> dict:
     totals = aggregates.Agg()
     for h in histories:
         totals.merge(h.totals)
+    marks = history_marks(endpoints, *span, filters.workload)
     return {
         "filters": filters,
         "params": filters.as_params(),
@@ -137,13 +149,15 @@ def _history_context(request: HttpRequest, endpoints: list[Endpoint]) -> dict:
         "regions": query_filters.regions(),
         "histories": histories,
         "history_charts": [
-            (f"history-{m}", charts.history(histories, m, span)) for m in HISTORY_METRICS
+            (f"history-{m}", charts.history(histories, m, span, marks)) for m in HISTORY_METRICS
         ],
         "availability_chart": charts.availability(histories, span),
+        "cause_chart": charts.availability_by_cause(histories, span),
         "totals": totals,
         "breakdown": history.status_breakdown(totals),
         "status_meanings": STATUS_MEANINGS,
         "has_history": totals.runs > 0,
+        "approx_tokens_title": APPROX_TOKENS,
     }
 
 
@@ -176,6 +190,14 @@ def _history_page(
         **({"region": filters.region} if filters.region != aggregates.ALL else {}),
     )
     context.update(subject=subject, kind=kind, endpoints=endpoints, runs=runs, **extra)
+    # Catalog endpoints nobody can measure (no key, disabled) and without runs in the
+    # window are counted and listed apart, once, with the reason; not among the served.
+    idle = {e.pk: why for e in endpoints if (why := not_measured_reason(e))}
+    with_runs = {h.endpoint.pk for h in context["histories"] if h.totals.runs}
+    context["idle"] = [(e, idle[e.pk]) for e in endpoints if e.pk in idle and e.pk not in with_runs]
+    shown = {e.pk for e, _ in context["idle"]}
+    context["measured_histories"] = [h for h in context["histories"] if h.endpoint.pk not in shown]
+    context["not_measured"] = idle.get(endpoints[0].pk, "") if kind == "endpoint" else ""
     if kind == "endpoint":
         (endpoint,) = endpoints
         claims = leaderboards.claims_for(endpoints, context["filters"].workload)[endpoint.pk]
@@ -183,7 +205,18 @@ def _history_page(
     return render(request, "dashboard/history_page.html", context)
 
 
+def not_measured_reason(endpoint: Endpoint) -> str:
+    """Why no probe measures an endpoint ("needs a key", …), or "" when one may."""
+    provider = endpoint.provider
+    if provider.requires_key and not provider.has_key:
+        return "needs a key"
+    if not provider.enabled:
+        return "provider disabled"
+    return "" if endpoint.enabled else "endpoint disabled"
+
+
 @require_safe
+@cacheable
 def model_page(request: HttpRequest, slug: str) -> HttpResponse:
     model = get_object_or_404(CanonicalModel, slug=slug)
     endpoints = list(model.endpoints.select_related("provider", "canonical_model"))
@@ -191,6 +224,7 @@ def model_page(request: HttpRequest, slug: str) -> HttpResponse:
 
 
 @require_safe
+@cacheable
 def provider_page(request: HttpRequest, slug: str) -> HttpResponse:
     provider = get_object_or_404(Provider, slug=slug)
     endpoints = list(provider.endpoints.select_related("provider", "canonical_model"))
@@ -207,6 +241,7 @@ def _has_alerts_partial() -> bool:
 
 
 @require_safe
+@cacheable
 def endpoint_page(request: HttpRequest, pk: int) -> HttpResponse:
     endpoint = get_object_or_404(
         Endpoint.objects.select_related("provider", "canonical_model"), pk=pk
@@ -225,6 +260,7 @@ def endpoint_page(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 @require_safe
+@cacheable
 def run_page(request: HttpRequest, pk: int) -> HttpResponse:
     run = get_object_or_404(
         ProbeRun.objects.select_related(
@@ -277,6 +313,7 @@ def _decode_ms(run: ProbeRun) -> float | None:
 
 
 @require_safe
+@cacheable
 def methodology(request: HttpRequest) -> HttpResponse:
     workloads = list(Workload.objects.annotate(probe_count=Count("probes")))
     for w in workloads:  # the leaderboard columns of its own (Leaderboard.headline_columns)
