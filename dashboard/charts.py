@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from dashboard.definitions import AVAILABILITY_CAUSES, METRICS
+from dashboard.definitions import METRICS
 from dashboard.queries.history import EndpointHistory
 from dashboard.queries.leaderboard import Point, Row
 
@@ -491,79 +491,6 @@ def sparkline(points: Sequence[Point], width: int = 90, height: int = 26) -> Spa
         return f"{x:.1f},{y:.1f}"
 
     return Sparkline(" ".join(xy(t, v) for t, v in known), width, height, known[-1][1])
-
-
-# ----------------------------------------------------------------- uptime by cause
-
-CAUSE_COLORS = {
-    "ok": "#059669",
-    "rate_limited": "#d97706",
-    "server_error": "#dc2626",
-    "timeout": "#7c3aed",
-    "other": "#6b7280",
-}
-
-
-@dataclass(frozen=True)
-class StripPart:
-    x: float
-    width: float
-    color: str
-    label: str
-    share: float
-
-
-def cause_strip(shares: dict[str, float] | None, width: int = 60) -> list[StripPart]:
-    """A leaderboard row's runs as one thin bar split by cause (ok, 429, 5xx, timeout,
-    other), widths proportional to shares; empty without runs."""
-    parts: list[StripPart] = []
-    x = 0.0
-    for cause, share in (shares or {}).items():
-        if share:
-            w = share * width
-            parts.append(
-                StripPart(
-                    round(x, 2), round(w, 2), CAUSE_COLORS[cause], AVAILABILITY_CAUSES[cause], share
-                )
-            )
-            x += w
-    return parts
-
-
-def availability_by_cause(histories: Sequence[EndpointHistory], span: Span | None = None) -> dict:
-    """Runs per hour or day stacked by cause, all endpoints of the page together: when
-    requests failed, and why (rate limits, 5xx, timeouts)."""
-    fig = _figure(
-        "Uptime by cause (runs per interval)",
-        barmode="stack",
-        bargap=0.1,
-        hovermode="x unified",
-        xaxis=_window_axis(span, [t for h in histories for t, _ in h.causes]),
-        yaxis=_grid(title={"text": "runs"}, rangemode="tozero"),
-    )
-    per_bucket: dict[datetime, dict[str, int]] = {}
-    for h in histories:
-        for t, counts in h.causes:
-            target = per_bucket.setdefault(t, dict.fromkeys(AVAILABILITY_CAUSES, 0))
-            for cause, n in counts.items():
-                target[cause] += n
-    times = sorted(per_bucket)
-    for cause, label in AVAILABILITY_CAUSES.items():
-        ys = [per_bucket[t][cause] for t in times]
-        if any(ys):
-            fig["data"].append(
-                dict(
-                    type="bar",
-                    x=times,
-                    y=ys,
-                    name=label,
-                    marker={"color": CAUSE_COLORS[cause]},
-                    hovertemplate="%{y} runs<extra>" + label + "</extra>",
-                )
-            )
-    if not fig["data"]:
-        return _empty(fig, "No runs in this window.")
-    return fig
 
 
 def _translucent(hex_color: str, alpha: float = 0.18) -> str:

@@ -13,7 +13,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_safe
 from django.views.decorators.vary import vary_on_headers
 
-from dashboard import charts
+from dashboard import charts, uptime_charts
 from dashboard.alerts.queries import firing_by_endpoint
 from dashboard.definitions import (
     APPROX_TOKENS,
@@ -108,7 +108,8 @@ def leaderboard(request: HttpRequest) -> HttpResponse:
         "sort_provider": filters.sort_param_for("provider"),
         "sparklines": {row.endpoint.pk: charts.sparkline(row.sparkline) for row in board.rows},
         "cause_strips": {
-            row.endpoint.pk: charts.cause_strip(row.availability_by_cause) for row in board.rows
+            row.endpoint.pk: uptime_charts.cause_strip(row.availability_by_cause)
+            for row in board.rows
         },
         "firing_alerts": firing_by_endpoint(row.endpoint.pk for row in board.rows),
         "speed_price": charts.speed_vs_price(board.rows, board.rank_metric),
@@ -152,7 +153,7 @@ def _history_context(request: HttpRequest, endpoints: list[Endpoint]) -> dict:
             (f"history-{m}", charts.history(histories, m, span, marks)) for m in HISTORY_METRICS
         ],
         "availability_chart": charts.availability(histories, span),
-        "cause_chart": charts.availability_by_cause(histories, span),
+        "cause_chart": uptime_charts.availability_by_cause(histories, span),
         "totals": totals,
         "breakdown": history.status_breakdown(totals),
         "status_meanings": STATUS_MEANINGS,

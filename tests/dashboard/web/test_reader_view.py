@@ -14,7 +14,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.urls import reverse
 
-from dashboard import charts, rollups
+from dashboard import charts, rollups, uptime_charts
 from dashboard.queries import filters as query_filters
 from dashboard.queries import history as endpoint_history
 from dashboard.queries import leaderboard as leaderboards
@@ -155,7 +155,7 @@ def test_the_endpoint_page_stacks_runs_per_hour_by_cause(client, catalog):
     make_run(e, workload, ago=timedelta(hours=3), status="timeout_total")
     rollups.rebuild()  # the older hours come from rollups
     (h,) = endpoint_history.history([e], window="24h")
-    figure = charts.availability_by_cause([h])
+    figure = uptime_charts.availability_by_cause([h])
     go.Figure(figure)
     bars = {trace["name"]: sum(trace["y"]) for trace in figure["data"]}
     assert bars == {"ok": 1, "rate-limited (429)": 1, "timeout": 1}
