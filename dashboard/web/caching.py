@@ -122,6 +122,10 @@ def cacheable(view):
             return response
         if settings.REQUIRE_LOGIN or request.user.is_authenticated:
             patch_cache_control(response, private=True, max_age=0, must_revalidate=True)
+        elif request.headers.get("HX-Request"):
+            # The table's own 30 s refresh asks each time (a 304 while nothing changed):
+            # a cached copy would make the refresh show a minute-old table.
+            patch_cache_control(response, public=True, no_cache=True)
         else:
             patch_cache_control(response, public=True, max_age=PUBLIC_MAX_AGE)
         patch_vary_headers(response, ("Cookie", "HX-Request"))

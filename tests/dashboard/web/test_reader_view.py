@@ -172,6 +172,8 @@ def test_a_conditional_get_answers_304_until_the_data_changes(client, catalog, u
     assert "public" in first["Cache-Control"] and "max-age=60" in first["Cache-Control"]
     again = client.get(reverse(url), headers={"if-none-match": first["ETag"]})
     assert again.status_code == 304 and not again.content
+    table = client.get(reverse(url), headers={"hx-request": "true"})  # the 30 s refresh
+    assert "no-cache" in table["Cache-Control"] and table["ETag"] != first["ETag"]
     make_run(e, catalog["workload"], ago=timedelta(minutes=1))  # a run lands
     changed = client.get(reverse(url), headers={"if-none-match": first["ETag"]})
     assert changed.status_code == 200 and changed["ETag"] != first["ETag"]
