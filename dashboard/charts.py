@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from dashboard.definitions import METRICS
 from dashboard.queries.history import EndpointHistory
@@ -110,15 +110,13 @@ def _padded(values: Sequence[float], share: float = 0.12) -> list[float]:
     return [lo - pad, hi + pad]
 
 
-def _scatter(rows: Sequence[Row], x: str, y: str, title: str, empty: str) -> dict:
-    points = [
-        r for r in rows if getattr(r, x) is not None and getattr(r, y) is not None and r.samples
-    ]
+def _scatter(rows: Sequence[Row], x: str, y: str, title: str) -> dict:
+    points = [r for r in rows if r.figure(x) is not None and r.figure(y) is not None]
     fig = _figure(title, showlegend=False, xaxis=_axis(x), yaxis=_axis(y))
     if not points:
-        return _empty(fig, empty)
-    xs = [float(getattr(r, x)) for r in points]
-    ys = [float(getattr(r, y)) for r in points]
+        return _empty(fig, _why_empty(rows, x, y))
+    xs = [float(r.figure(x)) for r in points]
+    ys = [float(r.figure(y)) for r in points]
     fig["layout"]["xaxis"]["range"] = _padded(xs)
     fig["layout"]["yaxis"]["range"] = _padded(ys, share=0.18)  # labels sit above points
     fig["data"].append(
@@ -144,38 +142,104 @@ def _scatter(rows: Sequence[Row], x: str, y: str, title: str, empty: str) -> dic
     return fig
 
 
-def speed_vs_price(rows: Sequence[Row]) -> dict:
-    """Output speed (median) against blended price: up and left is better."""
-    return _scatter(
-        rows,
-        "blended_price",
-        "output_tps",
-        "Output speed vs blended price",
-        "No endpoint shown has a price yet: add list prices in the admin (Endpoints).",
-    )
+def _why_empty(rows: Sequence[Row], x: str, y: str) -> str:
+    """The true reason no row has both figures: no runs, no prices, or no such median."""
+    measured = [r for r in rows if r.samples]
+    if not measured:
+        return "No measured runs in this window."
+    for key in (x, y):
+        if key == "blended_price" and all(r.blended_price is None for r in measured):
+            return "No endpoint shown has a price yet: add list prices in the admin (Endpoints)."
+    for key in (x, y):
+        if all(r.figure(key) is None for r in measured):
+            return f"No row has a {METRICS[key].label} median in this window."
+    return "No row has both figures in this window."
 
 
-def ttft_vs_speed(rows: Sequence[Row]) -> dict:
-    """Time to first token against output speed: down and right is better."""
-    return _scatter(
-        rows, "output_tps", "ttft_ms", "TTFT vs output speed", "No measured runs in this window."
-    )
+def speed_vs_price(rows: Sequence[Row], metric: str = "output_tps") -> dict:
+    """The board's rank metric (median; output speed where the workload has one) against
+    blended price: the price of a better figure."""
+    return _scatter(rows, "blended_price", metric, f"{METRICS[metric].label} vs blended price")
+
+
+def ttft_vs_speed(rows: Sequence[Row], metric: str = "output_tps") -> dict:
+    """Time to first token against the board's rank metric (end-to-end time where that is
+    TTFT itself): where each endpoint's wait and its headline meet."""
+    x = "e2e_ms" if metric == "ttft_ms" else metric
+    return _scatter(rows, x, "ttft_ms", f"TTFT vs {METRICS[x].label}")
 
 
 Span = tuple[datetime, datetime]
 
 
-def _window_axis(span: Span | None) -> dict:
-    """The x axis spans the whole window, whatever the data: one point must not become
-    an axis of "11:59:59.999 … 12:00:00.0005"."""
-    return _grid(range=[span[0].isoformat(), span[1].isoformat()], type="date") if span else _grid()
+def _window_axis(span: Span | None, times: Sequence[datetime] = ()) -> dict:
+    """The x axis ends now and starts where the window does, or, when the data is
+    shorter than the window, a little before its first point: ten minutes of runs are
+    not one dot at the edge of a week. Never a millisecond around a single point."""
+    if not span:
+        return _grid()
+    start, end = span
+    if times:
+        first = min(times)
+        margin = max((end - first) * 0.05, timedelta(minutes=2))
+        start = max(start, first - margin)
+    return _grid(range=[start.isoformat(), end.isoformat()], type="date")
 
 
-def history(histories: Sequence[EndpointHistory], metric: str, span: Span | None = None) -> dict:
-    """Median line per endpoint with its p25–p75 band, over the whole window."""
+MARK_COLORS = {"fired": "#dc2626", "resolved": "#059669", "config": "#6b7280"}
+
+
+def _with_marks(fig: dict, marks: Sequence) -> None:
+    """Alerts and configuration changes as dotted vertical lines, each with a marker at
+    the top whose hover says what happened (no text on the chart: labels would collide)."""
+    if not marks or not fig["data"]:
+        return
+    fig["layout"]["shapes"] = [
+        {
+            "type": "line",
+            "xref": "x",
+            "yref": "paper",
+            "x0": m.t.isoformat(),
+            "x1": m.t.isoformat(),
+            "y0": 0,
+            "y1": 1,
+            "line": {"dash": "dot", "width": 1, "color": MARK_COLORS[m.kind]},
+        }
+        for m in marks
+    ]
+    top = max((y for trace in fig["data"] for y in trace["y"] if y is not None), default=0)
+    fig["data"].append(
+        dict(
+            type="scatter",
+            x=[m.t for m in marks],
+            y=[top] * len(marks),
+            text=[m.label for m in marks],
+            mode="markers",
+            marker={
+                "symbol": "triangle-down",
+                "size": 9,
+                "color": [MARK_COLORS[m.kind] for m in marks],
+            },
+            name="events",
+            showlegend=False,
+            hovertemplate="%{text}<extra></extra>",
+        )
+    )
+
+
+def history(
+    histories: Sequence[EndpointHistory],
+    metric: str,
+    span: Span | None = None,
+    marks: Sequence = (),
+) -> dict:
+    """Median line per endpoint with its p25–p75 band and p95, over the window, with the
+    alerts and configuration changes inside it (web/marks.py)."""
     fig = _figure(
-        f"{METRICS[metric].label}, median and p25–p75",
-        xaxis=_window_axis(span),
+        f"{METRICS[metric].label}, median, p25–p75 and p95",
+        # Endpoints overlaid (a model page): one hover lists them all at that time.
+        hovermode="x unified",
+        xaxis=_window_axis(span, [p.t for h in histories for p in h.series.get(metric, [])]),
         # From zero: a single point would otherwise get a range of ±1 around itself.
         yaxis={**_axis(metric), "rangemode": "tozero"},
     )
@@ -219,6 +283,19 @@ def history(histories: Sequence[EndpointHistory], metric: str, span: Span | None
             dict(
                 type="scatter",
                 x=xs,
+                y=[p.p95 for p in points],
+                mode="lines",
+                line={"width": 1, "color": color, "dash": "dot"},
+                showlegend=False,
+                legendgroup=group,
+                name=f"{name} p95",
+                hovertemplate="p95 %{y:,.1f}<extra></extra>",
+            )
+        )
+        fig["data"].append(
+            dict(
+                type="scatter",
+                x=xs,
                 y=[p.p50 for p in points],
                 customdata=[[p.p25, p.p75, p.samples] for p in points],
                 mode="lines+markers",
@@ -234,6 +311,7 @@ def history(histories: Sequence[EndpointHistory], metric: str, span: Span | None
         )
     if not fig["data"]:
         return _empty(fig, "No successful runs in this window.")
+    _with_marks(fig, marks)
     return fig
 
 
@@ -241,7 +319,7 @@ def availability(histories: Sequence[EndpointHistory], span: Span | None = None)
     """Success rate per time bucket, one line per endpoint, over the whole window."""
     fig = _figure(
         "Availability (success rate)",
-        xaxis=_window_axis(span),
+        xaxis=_window_axis(span, [t for h in histories for t, _, _ in h.availability]),
         yaxis=_grid(tickformat=".0%", range=[0, 1.05]),
     )
     for i, h in enumerate(histories):

@@ -33,6 +33,28 @@ METRICS: dict[str, Metric] = {
                 for m in ("output_tps", *(m for m in contract.ROLLUP_METRICS if m != "output_tps"))
             )
         ),
+        # Tails as columns of their own: a median can hide a provider whose slow
+        # requests take seconds.
+        *(
+            Metric(
+                f"{name}_p95",
+                f"p95 {contract.RUN_FIELDS[name].label}",
+                "ms",
+                f"The 95th percentile over the window: one request in twenty is slower. "
+                f"{contract.RUN_FIELDS[name].definition}",
+            )
+            for name in ("ttft_ms", "e2e_ms")
+        ),
+        Metric(
+            "stream_tps",
+            "Per-stream speed",
+            "tokens/s",
+            "Concurrent workloads: the median output speed of each request of the batch "
+            "(not the baseline sent alone), the speed one stream sees under load. The group's "
+            "Output speed is the batch's aggregate; a vendor's tokens/s claim is compared "
+            "with this figure.",
+            better="higher",
+        ),
         Metric(
             "valid_share",
             "Valid",
@@ -87,7 +109,41 @@ RUN_FIELDS: dict[str, str] = {
     name: f.definition for name, f in {**contract.RUN_FIELDS, **contract.WORKLOAD_FIELDS}.items()
 }
 
-PERCENTILES = (5, 25, 50, 75, 95)
+PERCENTILES = (5, 25, 50, 75, 95, 99)
+
+# Uptime by cause: every status falls in one of these (the leaderboard's strip, the
+# endpoint page's bars, the API's availability_by_cause), so a failure says why.
+AVAILABILITY_CAUSES: dict[str, str] = {
+    "ok": "ok",
+    "rate_limited": "rate-limited (429)",
+    "server_error": "server error (5xx)",
+    "timeout": "timeout",
+    "other": "other error",
+}
+
+
+def cause_of(status: str) -> str:
+    """The AVAILABILITY_CAUSES key of a run status (the contract's timeouts are one)."""
+    if status in ("ok", "rate_limited", "server_error"):
+        return status
+    return "timeout" if status.startswith("timeout_") else "other"
+
+
+def runs_by_cause(status_counts: dict[str, int]) -> dict[str, int]:
+    """Runs per AVAILABILITY_CAUSES key, from runs per status."""
+    out = dict.fromkeys(AVAILABILITY_CAUSES, 0)
+    for status, n in status_counts.items():
+        out[cause_of(status)] += n
+    return out
+
+
+def shares_by_cause(status_counts: dict[str, int]) -> dict[str, float] | None:
+    """Of a set of runs, the share per cause (the five sum to 1); None without runs."""
+    total = sum(status_counts.values())
+    if not total:
+        return None
+    return {cause: n / total for cause, n in runs_by_cause(status_counts).items()}
+
 
 # The ≈ beside a leaderboard row's speed (contract.approx_tokens over the window's runs).
 APPROX_TOKENS = (

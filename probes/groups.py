@@ -375,6 +375,9 @@ def _parallel_summary(group: RunResult, results: list[RunResult], summary: dict)
     aggregate = round(tokens / (wall_ms / 1e3), 3) if tokens and wall_ms else None
     per_request = _median([r.output_tps for r in batch if r.ok])
     group.ttft_ms = _median([r.ttft_ms for r in batch if r.ok])
+    # Every latency column the requests have, as the TTFT: the batch's median (a row with
+    # a TTFT and no first answer would read as "no answer").
+    group.ttfat_ms = _median([r.ttfat_ms for r in batch if r.ok])
     group.prefill_tps = _median([r.prefill_tps for r in batch if r.ok])
     group.server_prefill_tps = _median([r.server_prefill_tps for r in batch if r.ok])
     group.e2e_ms = round(wall_ms, 3) if wall_ms is not None else None

@@ -340,8 +340,9 @@ def headline_metrics(workload: Any) -> frozenset[str]:
     data (kind, answer check, prompt size), never its slug: an admin-added workload
     (parallel-16, another JSON task) gets the same columns as the suite's own.
 
-    Names are the contract's rolled-up metrics, and ``valid_share`` (of the window's
-    checked answers, the share that passed: rollups count both).
+    Names are the contract's rolled-up metrics, ``valid_share`` (of the window's
+    checked answers, the share that passed: rollups count both) and ``stream_tps`` (a
+    concurrent batch's per-request speed, dashboard/queries/streams.py).
     """
     shown = set()
     if measures_prefill(workload):
@@ -349,7 +350,7 @@ def headline_metrics(workload: Any) -> frozenset[str]:
     if workload.kind == "cached":
         shown |= {"cold_ttft_ms", "ttft_saved_pct", "cost_saved_pct"}
     if workload.kind == "parallel":
-        shown.add("slowdown")
+        shown |= {"stream_tps", "slowdown"}
     if workload.answer_check == "first_sentence":
         shown.add("first_sentence_ms")
     if workload.answer_check == "tool_call":
@@ -357,6 +358,24 @@ def headline_metrics(workload: Any) -> frozenset[str]:
     if workload.answer_check in checks.WHOLE_ANSWER_CHECKS:
         shown.add("valid_share")
     return frozenset(shown)
+
+
+def rank_metric(workload: Any) -> str:
+    """The figure a workload's board ranks by, read from its data as headline_metrics:
+    the complete tool call, the first sentence of a voice turn, a loop's total time; TTFT
+    for another checked whole answer (a JSON object is too short to rank on speed);
+    output speed for the rest."""
+    if workload.answer_check == "tool_call":
+        return "tool_call_ms"
+    if workload.answer_check == "first_sentence":
+        return "first_sentence_ms"
+    if workload.kind == "loop":
+        return "e2e_ms"
+    if workload.kind == "parallel":
+        return "stream_tps"  # each stream's speed; the aggregate and slowdown beside it
+    if workload.answer_check in checks.WHOLE_ANSWER_CHECKS:
+        return "ttft_ms"
+    return "output_tps"
 
 
 def seed_for(run_identity: str) -> int:

@@ -48,11 +48,18 @@ LEADERBOARD_WINDOWS: dict[str, timedelta] = {
     "7d": 7 * DAY,
     "30d": 30 * DAY,
 }
-HISTORY_WINDOWS: dict[str, timedelta] = {**LEADERBOARD_WINDOWS, "90d": 90 * DAY}
+# History charts also offer 6 h (a morning's runs, one point each) and 90 d.
+HISTORY_WINDOWS: dict[str, timedelta] = {
+    "1h": HOUR,
+    "6h": 6 * HOUR,
+    **{name: span for name, span in LEADERBOARD_WINDOWS.items() if name != "1h"},
+    "90d": 90 * DAY,
+}
 DEFAULT_WINDOW = "72h"
 # The snapshot of all of time (/metrics counters), beside the leaderboard windows'.
 LIFETIME = "lifetime"
-DEFAULT_HISTORY_WINDOW = "7d"
+# The leaderboard's: a page reached from the board shows the same stretch of time.
+DEFAULT_HISTORY_WINDOW = DEFAULT_WINDOW
 ALL = "all"
 
 # Rollups of the last RAW_TAIL hours may still be filling in, so those hours come from

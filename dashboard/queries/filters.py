@@ -19,7 +19,7 @@ from dashboard.queries.aggregates import (
 )
 from probes.engine.contract import STATUSES
 from probes.models import CanonicalModel, Probe, Workload
-from probes.workloads import DEFAULT_SLUG, canonical_slug
+from probes.workloads import DEFAULT_SLUG, canonical_slug, rank_metric
 
 # Every figure a leaderboard column shows (the claims column is not a sortable figure).
 SORT_KEYS = (*(key for key in METRICS if key != "claim"), "provider", "model")
@@ -109,6 +109,17 @@ def default_workload() -> str:
     return slug or ""
 
 
+def sort_for(metric: str) -> str:
+    """The sort parameter putting the best of `metric` first."""
+    return f"-{metric}" if METRICS[metric].better == "higher" else metric
+
+
+def default_sort(workload_slug: str) -> str:
+    """A board's default order: its workload's rank metric, best first."""
+    workload = Workload.objects.filter(slug=workload_slug).first() if workload_slug else None
+    return sort_for(rank_metric(workload) if workload else "output_tps")
+
+
 def parse_filters(params: Mapping[str, str], windows: Mapping[str, timedelta] | None = None):
     """Validated leaderboard filters from query parameters; BadFilter on unknown values."""
     windows = windows or LEADERBOARD_WINDOWS
@@ -122,7 +133,7 @@ def parse_filters(params: Mapping[str, str], windows: Mapping[str, timedelta] | 
     region = params.get("region") or ALL
     if region != ALL:
         one_of("region", region, [ALL, *regions()])
-    sort = params.get("sort") or "-output_tps"
+    sort = params.get("sort") or default_sort(workload)
     one_of("sort", sort.lstrip("-"), SORT_KEYS)
     return Filters(model=model, workload=workload, window=window, region=region, sort=sort)
 

@@ -11,6 +11,7 @@ from decimal import Decimal
 from django.db.models import Q
 from django.utils import timezone
 
+from dashboard.definitions import METRICS, shares_by_cause
 from dashboard.models import ROLLUP_METRICS, WindowSnapshot
 from dashboard.queries.aggregates import (
     ALL,
@@ -28,7 +29,9 @@ from dashboard.queries.aggregates import (
     with_raw_tail,
 )
 from dashboard.queries.filters import Filters
+from dashboard.queries.streams import per_stream_speeds
 from probes import workloads
+from probes.engine.contract import SPEED_METRICS
 from probes.models import Claim, Endpoint, Price, Probe, Workload
 
 
@@ -73,6 +76,12 @@ class Row:
     sparkline: list[Point]
     # The workload cannot fit the endpoint's context: shown greyed, never measured.
     not_applicable: bool = False
+    # Place by the workload's rank metric (1 = best); None, with the reason, where the
+    # window has no such figure for the row.
+    rank: int | None = None
+    unranked_reason: str = ""
+    # Concurrent workloads: the median speed of one stream of the batch (streams.py).
+    stream_tps: float | None = None
 
     @property
     def provider(self):
@@ -89,6 +98,11 @@ class Row:
     @property
     def success_rate(self) -> float | None:
         return self.agg.success_rate
+
+    @property
+    def availability_by_cause(self) -> dict[str, float] | None:
+        """Shares of the window's runs per cause: ok, rate-limited, 5xx, timeout, other."""
+        return shares_by_cause(self.agg.status_counts)
 
     @property
     def last_run(self) -> datetime | None:
@@ -137,8 +151,15 @@ class Row:
             return self.endpoint.provider.name.lower()
         if key == "model":
             return self.endpoint.canonical_model.name.lower()
+        return self.figure(key)
+
+    def figure(self, key: str):
+        """A column's figure: a metric's median, a tail (``ttft_ms_p95``) or a row field."""
         if key in ROLLUP_METRICS:
             return self.p(key)  # the median, as its column shows
+        metric, _, q = key.rpartition("_p")
+        if metric in ROLLUP_METRICS and q.isdigit():
+            return self.p(metric, int(q))
         return getattr(self, key)
 
     def as_dict(self) -> dict:
@@ -153,14 +174,21 @@ class Row:
             "model_name": e.canonical_model.name,
             "model_id": e.model_id,
             "not_applicable": self.not_applicable,
+            "rank": self.rank,
+            "unranked_reason": self.unranked_reason or None,
         }
         for metric in ROLLUP_METRICS:
             for q, value in self.agg.percentiles(metric).items():
                 data[f"{metric}_p{q}"] = _round(value)
+        data["stream_tps_p50"] = _round(self.stream_tps)
         data["blended_price_per_m"] = (
             None if self.blended_price is None else float(round(self.blended_price, 4))
         )
         data["success_rate"] = _round(self.success_rate, 4)
+        by_cause = self.availability_by_cause
+        data["availability_by_cause"] = (
+            None if by_cause is None else {k: round(v, 4) for k, v in by_cause.items()}
+        )
         data["approx_tokens"] = self.approx_tokens
         data["approx_tokens_share"] = _round(self.approx_tokens_share, 4)
         data["checked_runs"] = self.agg.checked_runs
@@ -213,9 +241,14 @@ def claims_for(
     return {e.pk: [c for c in candidates if c.covers(e, workload_id)] for e in endpoints}
 
 
-def best_claims(claims: list[Claim], agg: Agg) -> list[ClaimVsMeasured]:
+def best_claims(
+    claims: list[Claim], agg: Agg, measured: dict[str, float | None] | None = None
+) -> list[ClaimVsMeasured]:
     """One claim per metric beside our median: the most specific (about the workload,
-    then about the endpoint), then the newest (published_on, then id)."""
+    then about the endpoint), then the newest (published_on, then id). `measured` names
+    the figure a claim is compared with where the median is not it (a concurrent board's
+    per-stream speed for a tokens/s claim, not the batch's aggregate)."""
+    measured = measured or {}
     chosen: dict[str, Claim] = {}
 
     def rank(c: Claim) -> tuple:
@@ -224,7 +257,9 @@ def best_claims(claims: list[Claim], agg: Agg) -> list[ClaimVsMeasured]:
     for c in sorted(claims, key=rank):
         chosen[c.metric] = c
     return [
-        ClaimVsMeasured(metric, claim, agg.percentile(metric, 50))
+        ClaimVsMeasured(
+            metric, claim, measured[metric] if metric in measured else agg.percentile(metric, 50)
+        )
         for metric, claim in sorted(chosen.items())
     ]
 
@@ -240,6 +275,11 @@ class Leaderboard:
     @property
     def has_data(self) -> bool:
         return any(r.samples for r in self.rows)
+
+    @property
+    def rank_metric(self) -> str:
+        """What this board ranks by (workloads.rank_metric): speed, TTFT, tool-call time…"""
+        return workloads.rank_metric(self.workload) if self.workload else "output_tps"
 
     @property
     def headline_columns(self) -> frozenset[str]:
@@ -288,26 +328,71 @@ def leaderboard(filters: Filters, now: datetime | None = None) -> Leaderboard:
     )
     prices = current_prices(shown_ids, now.date())
     claims = claims_for(shown, workload)
+    streams = per_stream_speeds(shown_ids - not_applicable, workload, start, now, filters.region)
     rows = []
     for e in shown:
         if e.pk in not_applicable:
             continue
         agg = figures.totals.get(e.pk, Agg())
+        # A tokens/s claim is about one stream: on a concurrent board, the stream's speed.
+        measured = {"output_tps": streams.get(e.pk)} if workload.kind == "parallel" else None
         rows.append(
             Row(
                 endpoint=e,
                 agg=agg,
                 blended_price=prices[e.pk].blended_per_m if e.pk in prices else None,
-                claims=best_claims(claims.get(e.pk, []), agg),
+                claims=best_claims(claims.get(e.pk, []), agg, measured),
                 sparkline=figures.sparklines.get(e.pk, []),
+                stream_tps=streams.get(e.pk),
             )
         )
-    rows = sort_rows(rows, filters.sort_key, filters.descending)
+    rank_rows(rows, workloads.rank_metric(workload))
+    ranked = sort_rows([r for r in rows if r.rank], filters.sort_key, filters.descending)
+    unranked = sort_rows([r for r in rows if not r.rank], filters.sort_key, filters.descending)
+    rows = ranked + unranked
     greyed = [
-        Row(e, Agg(), None, [], [], not_applicable=True) for e in shown if e.pk in not_applicable
+        Row(
+            e,
+            Agg(),
+            None,
+            [],
+            [],
+            not_applicable=True,
+            unranked_reason="The workload does not fit this endpoint's context.",
+        )
+        for e in shown
+        if e.pk in not_applicable
     ]
     rows += sorted(greyed, key=lambda r: r.sort_value("provider"))
     return Leaderboard(filters, rows, start, now, workload)
+
+
+def rank_rows(rows: list[Row], metric: str) -> None:
+    """Number the rows with a `metric` median, best first (ties share a number); the
+    others get no number and the reason why."""
+    better_higher = METRICS[metric].better == "higher"
+    ranked = [r for r in rows if r.figure(metric) is not None]
+    ranked.sort(key=lambda r: -r.figure(metric) if better_higher else r.figure(metric))
+    previous, place = None, 0
+    for i, row in enumerate(ranked, start=1):
+        value = row.figure(metric)
+        if value != previous:
+            place, previous = i, value
+        row.rank = place
+    for row in rows:
+        if row.rank is None:
+            row.unranked_reason = unranked_reason(row, metric)
+
+
+def unranked_reason(row: Row, metric: str) -> str:
+    """Why a row has no figure to rank by, in the reader's words."""
+    if not row.samples:
+        return "No runs in this window."
+    if not row.agg.ok_runs:
+        return "No successful run in this window."
+    if metric in SPEED_METRICS:
+        return "Answers too short to rank on speed."
+    return f"No {METRICS[metric].label.lower()} measured in this window."
 
 
 def sort_rows(rows: list[Row], key: str, descending: bool) -> list[Row]:

@@ -15,12 +15,13 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import reverse
 from django.views.decorators.http import require_safe
 
-from dashboard.definitions import PERCENTILES
+from dashboard.definitions import AVAILABILITY_CAUSES, PERCENTILES
 from dashboard.models import ROLLUP_METRICS
 from dashboard.queries import aggregates, history
 from dashboard.queries import filters as query_filters
 from dashboard.queries import leaderboard as leaderboards
 from dashboard.web import params as strict
+from dashboard.web.caching import cacheable
 from probes.engine import contract
 from probes.models import CLAIM_METRICS, CanonicalModel, Endpoint, ProbeRun, Provider, Workload
 
@@ -37,9 +38,13 @@ LEADERBOARD_COLUMNS = [
     "model_name",
     "model_id",
     "not_applicable",
+    "rank",
+    "unranked_reason",
     *(f"{m}_p{q}" for m in ROLLUP_METRICS for q in PERCENTILES),
+    "stream_tps_p50",
     "blended_price_per_m",
     "success_rate",
+    *(f"availability_{cause}" for cause in AVAILABILITY_CAUSES),
     "approx_tokens",
     "approx_tokens_share",
     "checked_runs",
@@ -131,7 +136,7 @@ def _guard(view):
 
     wrapped.__name__ = view.__name__
     wrapped.__doc__ = view.__doc__
-    return require_safe(wrapped)
+    return require_safe(cacheable(wrapped))
 
 
 def _is_staff(request: HttpRequest) -> bool:
@@ -153,7 +158,7 @@ def leaderboard(request: HttpRequest, csv_suffix: bool = False) -> HttpResponse:
     board = leaderboards.leaderboard(filters)
     rows = [row.as_dict() for row in board.rows]
     if _wants_csv(request, csv_suffix):
-        return _csv("leaderboard", LEADERBOARD_COLUMNS, rows)
+        return _csv("leaderboard", LEADERBOARD_COLUMNS, [_flat_causes(row) for row in rows])
     return JsonResponse(
         {
             "filters": filters.as_params(),
@@ -162,6 +167,15 @@ def leaderboard(request: HttpRequest, csv_suffix: bool = False) -> HttpResponse:
             "rows": rows,
         }
     )
+
+
+def _flat_causes(row: dict) -> dict:
+    """A CSV row: availability_by_cause as one column per cause (availability_ok, …)."""
+    by_cause = row.get("availability_by_cause") or {}
+    return {
+        **row,
+        **{f"availability_{cause}": by_cause.get(cause) for cause in AVAILABILITY_CAUSES},
+    }
 
 
 @_guard
@@ -192,11 +206,13 @@ def series(request: HttpRequest, csv_suffix: bool = False) -> HttpResponse:
                 f"{metric}_p25": _r(p.p25),
                 f"{metric}_p50": _r(p.p50),
                 f"{metric}_p75": _r(p.p75),
+                f"{metric}_p95": _r(p.p95),
                 "samples": p.samples,
             }
             for p in hist.series[metric]
         ]
-        columns = ["t", f"{metric}_p25", f"{metric}_p50", f"{metric}_p75", "samples"]
+        quantiles = [f"{metric}_p{q}" for q in (25, 50, 75, 95)]
+        columns = ["t", *quantiles, "samples"]
     if _wants_csv(request, csv_suffix):
         return _csv(f"series-{endpoint.pk}-{metric}", columns, points)
     return JsonResponse(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_safe
 
-from dashboard.definitions import APPROX_TOKENS, METRICS, STATUS_MEANINGS
+from dashboard.definitions import APPROX_TOKENS, AVAILABILITY_CAUSES, METRICS, STATUS_MEANINGS
 from dashboard.queries import aggregates
 from dashboard.queries import filters as query_filters
 from dashboard.web import api
@@ -85,6 +85,21 @@ def _leaderboard_row() -> dict:
             f"{METRICS['valid_share'].definition}"
         ),
         "samples": {"type": "integer", "description": METRICS["samples"].definition},
+        "rank": {
+            "type": ["integer", "null"],
+            "description": "Place by the workload's rank metric (output speed, TTFT, tool-call "
+            "or first-sentence time, loop time), 1 = best; null where the row has no such "
+            "figure in the window (see unranked_reason).",
+        },
+        "unranked_reason": {"type": ["string", "null"]},
+        "availability_by_cause": {
+            "type": ["object", "null"],
+            "description": "Shares of the window's runs by cause (they sum to 1): "
+            + ", ".join(AVAILABILITY_CAUSES)
+            + ". Timeouts are every timeout status; other is any other failure. Null "
+            "without runs. In CSV: one column per cause, availability_ok and so on.",
+            "properties": {cause: {"type": "number"} for cause in AVAILABILITY_CAUSES},
+        },
         "last_run_at": {"type": ["string", "null"], "format": "date-time"},
     }
     for column in api.LEADERBOARD_COLUMNS:
@@ -156,7 +171,8 @@ def spec(base_url: str) -> dict:
             },
             "/api/v1/series": {
                 "get": {
-                    "summary": "Time series of one metric for one endpoint (p25/p50/p75)",
+                    "summary": "Time series of one metric for one endpoint (p25/p50/p75/p95): "
+                    "a point per run up to 6 h (bucket run), hourly up to 7 d, daily beyond",
                     "parameters": [
                         _param("endpoint", "Endpoint id (catalog).", required=True),
                         _param("metric", "Metric.", enum=api.SERIES_METRICS),

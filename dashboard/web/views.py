@@ -14,7 +14,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_safe
 from django.views.decorators.vary import vary_on_headers
 
-from dashboard import charts, maintenance_bands
+from dashboard import charts, maintenance_bands, uptime_charts
 from dashboard.alerts.queries import firing_by_endpoint
 from dashboard.definitions import (
     APPROX_TOKENS,
@@ -28,6 +28,8 @@ from dashboard.queries import aggregates, history
 from dashboard.queries import filters as query_filters
 from dashboard.queries import leaderboard as leaderboards
 from dashboard.web import server_side
+from dashboard.web.caching import cacheable
+from dashboard.web.marks import history_marks
 from probes.engine import contract
 from probes.engine.request import limit_rows
 from probes.models import CanonicalModel, Endpoint, Probe, ProbeRun, Provider, Workload
@@ -46,6 +48,7 @@ HEADLINE_COLUMNS = (
     "cold_ttft_ms",
     "ttft_saved_pct",
     "cost_saved_pct",
+    "stream_tps",
     "slowdown",
     "prefill_tps",
     "output_tokens_per_j",  # any workload, where a power source measured it
@@ -53,8 +56,10 @@ HEADLINE_COLUMNS = (
 TABLE_COLUMNS = (
     "output_tps",
     "ttft_ms",
+    "ttft_ms_p95",
     "ttfat_ms",
     "e2e_ms",
+    "e2e_ms_p95",
     *HEADLINE_COLUMNS,
     "blended_price",
     "success_rate",
@@ -92,6 +97,7 @@ def _choices() -> dict:
 
 
 @require_safe
+@cacheable
 @vary_on_headers("HX-Request")
 def leaderboard(request: HttpRequest) -> HttpResponse:
     try:
@@ -112,11 +118,17 @@ def leaderboard(request: HttpRequest) -> HttpResponse:
         "headline": [key for key in HEADLINE_COLUMNS if key in shown],
         "sort_provider": filters.sort_param_for("provider"),
         "sparklines": {row.endpoint.pk: charts.sparkline(row.sparkline) for row in board.rows},
+        "cause_strips": {
+            row.endpoint.pk: uptime_charts.cause_strip(row.availability_by_cause)
+            for row in board.rows
+        },
         "firing_alerts": firing_by_endpoint(row.endpoint.pk for row in board.rows),
         # An empty cell says why: the slots that were skipped, and the latest reason.
         "skipped_slots": _skips_of_unmeasured(board.rows, filters.workload),
-        "speed_price": charts.speed_vs_price(board.rows),
-        "ttft_speed": charts.ttft_vs_speed(board.rows),
+        "speed_price": charts.speed_vs_price(board.rows, board.rank_metric),
+        "ttft_speed": charts.ttft_vs_speed(board.rows, board.rank_metric),
+        "rank_label": f"median {METRICS[board.rank_metric].label}",
+        "default_sort": query_filters.default_sort(filters.workload),
         "has_catalog": Endpoint.objects.exists(),
         "has_probes": Probe.objects.active().exists(),
         "workload_probed": filters.workload is None
@@ -144,6 +156,7 @@ def _history_context(request: HttpRequest, endpoints: list[Endpoint]) -> dict:
         totals.merge(h.totals)
     # Planned maintenance, shaded on every chart of the page (dashboard/maintenance_bands.py).
     planned = maintenance_bands.bands(endpoints, span)
+    marks = history_marks(endpoints, *span, filters.workload)
     return {
         "maintenance_bands": planned,
         "filters": filters,
@@ -153,16 +166,23 @@ def _history_context(request: HttpRequest, endpoints: list[Endpoint]) -> dict:
         "regions": query_filters.regions(),
         "histories": histories,
         "history_charts": [
-            (f"history-{m}", maintenance_bands.shade(charts.history(histories, m, span), planned))
+            (
+                f"history-{m}",
+                maintenance_bands.shade(charts.history(histories, m, span, marks), planned),
+            )
             for m in (*HISTORY_METRICS, *_self_hosted_metrics(endpoints))
         ],
         "availability_chart": maintenance_bands.shade(
             charts.availability(histories, span), planned
         ),
+        "cause_chart": maintenance_bands.shade(
+            uptime_charts.availability_by_cause(histories, span), planned
+        ),
         "totals": totals,
         "breakdown": history.status_breakdown(totals),
         "status_meanings": STATUS_MEANINGS,
         "has_history": totals.runs > 0,
+        "approx_tokens_title": APPROX_TOKENS,
     }
 
 
@@ -212,6 +232,14 @@ def _history_page(
         **({"region": filters.region} if filters.region != aggregates.ALL else {}),
     )
     context.update(subject=subject, kind=kind, endpoints=endpoints, runs=runs, **extra)
+    # Catalog endpoints nobody can measure (no key, disabled) and without runs in the
+    # window are counted and listed apart, once, with the reason; not among the served.
+    idle = {e.pk: why for e in endpoints if (why := not_measured_reason(e))}
+    with_runs = {h.endpoint.pk for h in context["histories"] if h.totals.runs}
+    context["idle"] = [(e, idle[e.pk]) for e in endpoints if e.pk in idle and e.pk not in with_runs]
+    shown = {e.pk for e, _ in context["idle"]}
+    context["measured_histories"] = [h for h in context["histories"] if h.endpoint.pk not in shown]
+    context["not_measured"] = idle.get(endpoints[0].pk, "") if kind == "endpoint" else ""
     if kind == "endpoint":
         (endpoint,) = endpoints
         claims = leaderboards.claims_for(endpoints, context["filters"].workload)[endpoint.pk]
@@ -219,7 +247,18 @@ def _history_page(
     return render(request, "dashboard/history_page.html", context)
 
 
+def not_measured_reason(endpoint: Endpoint) -> str:
+    """Why no probe measures an endpoint ("needs a key", …), or "" when one may."""
+    provider = endpoint.provider
+    if provider.requires_key and not provider.has_key:
+        return "needs a key"
+    if not provider.enabled:
+        return "provider disabled"
+    return "" if endpoint.enabled else "endpoint disabled"
+
+
 @require_safe
+@cacheable
 def model_page(request: HttpRequest, slug: str) -> HttpResponse:
     model = get_object_or_404(CanonicalModel, slug=slug)
     endpoints = list(model.endpoints.select_related("provider", "canonical_model"))
@@ -227,6 +266,7 @@ def model_page(request: HttpRequest, slug: str) -> HttpResponse:
 
 
 @require_safe
+@cacheable
 def provider_page(request: HttpRequest, slug: str) -> HttpResponse:
     provider = get_object_or_404(Provider, slug=slug)
     endpoints = list(provider.endpoints.select_related("provider", "canonical_model"))
@@ -243,6 +283,7 @@ def _has_alerts_partial() -> bool:
 
 
 @require_safe
+@cacheable
 def endpoint_page(request: HttpRequest, pk: int) -> HttpResponse:
     endpoint = get_object_or_404(
         Endpoint.objects.select_related("provider", "canonical_model"), pk=pk
@@ -267,6 +308,7 @@ def endpoint_page(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 @require_safe
+@cacheable
 def run_page(request: HttpRequest, pk: int) -> HttpResponse:
     run = get_object_or_404(
         ProbeRun.objects.select_related(
@@ -321,6 +363,7 @@ def _decode_ms(run: ProbeRun) -> float | None:
 
 
 @require_safe
+@cacheable
 def methodology(request: HttpRequest) -> HttpResponse:
     workloads = list(Workload.objects.annotate(probe_count=Count("probes")))
     for w in workloads:  # the leaderboard columns of its own (Leaderboard.headline_columns)

@@ -2,7 +2,7 @@
 
 A model name may carry overrides after ``@``: ``sim-fast@tps=4200,ttft=80,k=4,fault=stall``
 (keys: tps, ttft, k, jitter, fault, after, reasoning, tokens, seed, slow, errors, vocab,
-sentence, usage, prefill). Tests and
+sentence, usage, prefill, contention). Tests and
 benchmarks use this to get any schedule from one running server.
 
 ``error_rate`` makes a profile fail sometimes, like a real provider: each request fails with
@@ -67,6 +67,10 @@ class Profile:
     # Prompt tokens per second of prefill, added to the TTFT for the prompt's uncached
     # tokens (0: TTFT is ttft_ms whatever the prompt). A prompt seen before is cached.
     prefill_tps: float = 0.0
+    # A batched server: every other stream of this profile in flight slows each one by
+    # this share (8 at once with 0.1 stream at 1 / 1.7 of the speed alone), so a parallel
+    # workload's slowdown shows. 0: streams never meet.
+    contention: float = 0.0
 
     def __post_init__(self) -> None:
         for fault in (self.fault, *self.error_faults):
@@ -80,8 +84,8 @@ class Profile:
             raise ValueError(f"vocab must be plain or odd, got {self.vocab!r}")
         if self.usage not in USAGE_MODES:
             raise ValueError(f"usage must be one of {', '.join(USAGE_MODES)}, got {self.usage!r}")
-        if self.prefill_tps < 0:
-            raise ValueError("prefill_tps must be >= 0")
+        if self.prefill_tps < 0 or self.contention < 0:
+            raise ValueError("prefill_tps and contention must be >= 0")
         if self.sentence_tokens < 0:
             raise ValueError("sentence_tokens must be >= 0")
         if self.error_rate and not self.error_faults:
@@ -110,8 +114,13 @@ BUILTIN = {
             "sim-fast", tps=400, ttft_ms=150, sentence_tokens=SENTENCE, prefill_tps=20000
         ),  # LPU
         Profile(
-            "sim-gpu", tps=120, ttft_ms=300, sentence_tokens=SENTENCE, prefill_tps=5000
-        ),  # GPU cloud
+            "sim-gpu",
+            tps=120,
+            ttft_ms=300,
+            sentence_tokens=SENTENCE,
+            prefill_tps=5000,
+            contention=0.1,
+        ),  # GPU cloud: a batched server, slower per stream under load
         Profile(
             "sim-flaky",
             tps=200,
@@ -142,6 +151,7 @@ _KEYS = {
     "sentence": ("sentence_tokens", int),
     "usage": ("usage", str),
     "prefill": ("prefill_tps", float),
+    "contention": ("contention", float),
 }
 
 

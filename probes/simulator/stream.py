@@ -11,6 +11,8 @@ from __future__ import annotations
 import random
 import socket
 import struct
+import weakref
+from collections import defaultdict
 from time import perf_counter_ns
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +24,11 @@ if TYPE_CHECKING:
     from .server import _Conn
 
 _MAX_BATCH = 512  # events per write when catching up (flood mode)
+
+
+# Streams in flight per profile name, for Profile.contention (weak: a finished stream
+# that is dropped leaves by itself).
+_LIVE: defaultdict[str, weakref.WeakSet[Stream]] = defaultdict(weakref.WeakSet)
 
 
 class Stream:
@@ -67,9 +74,23 @@ class Stream:
         self.paused = False
         self.done = False
         conn.server.stats.started(id(self))
+        if profile.contention:
+            _LIVE[profile.name].add(self)
+
+    def _load(self) -> float:
+        """How much slower than alone this stream runs now: 1 + contention per other
+        stream of the profile still in flight."""
+        if not self.p.contention:
+            return 1.0
+        others = sum(1 for s in _LIVE[self.p.name] if s is not self and s.live)
+        return 1.0 + self.p.contention * others
+
+    @property
+    def live(self) -> bool:
+        return not self.done and not self.conn.closed
 
     def _gap(self) -> float:
-        gap = self.gap_ns
+        gap = self.gap_ns * self._load()
         if self._rng is not None:
             j = self.p.jitter_pct / 100.0
             gap *= 1.0 + self._rng.uniform(-j, j)

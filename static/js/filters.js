@@ -16,8 +16,15 @@
       }
     });
     var sort = document.getElementById("sort-input");
-    if (sort) sort.value = params.get("sort") || "-output_tps";
+    if (sort) sort.value = params.get("sort") || sort.dataset.default || "";
   }
+
+  // Another workload ranks by its own headline (TTFT, tool-call time, …): a sort chosen
+  // on the previous board must not carry over, so the new board's default applies.
+  document.addEventListener("change", function (event) {
+    var sort = document.getElementById("sort-input");
+    if (sort && event.target.name === "workload") sort.value = "";
+  }, true);
 
   document.addEventListener("htmx:historyRestore", syncFilters);
   window.addEventListener("popstate", function () { setTimeout(syncFilters, 0); });

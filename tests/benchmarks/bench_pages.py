@@ -1,6 +1,7 @@
 """Server time of the leaderboard and history pages against a big synthetic history.
 
     .venv/bin/python tests/benchmarks/bench_pages.py [--db inferwatch_bench] [--generate 972000]
+        [--concurrent 20 --seconds 30]
 
 Uses the database named by --db (default inferwatch_bench, filled by the scheduling
 benchmark's `generate_history --runs 10000000`). With --generate N the script fills (or
@@ -49,6 +50,13 @@ def main() -> None:
         help="forget the window snapshots: pages read rollups (as in the minute after the "
         "hour turns)",
     )
+    parser.add_argument(
+        "--concurrent",
+        type=int,
+        default=0,
+        help="then N visitors at once against gunicorn as `make run` starts it (e.g. 20)",
+    )
+    parser.add_argument("--seconds", type=float, default=30.0, help="how long they visit")
     args = parser.parse_args()
 
     os.environ["DATABASE_URL"] = f"postgresql://{args.host}/{args.db}"
@@ -118,10 +126,10 @@ def main() -> None:
         "leaderboard 7d, all models": f"/?workload={workload.slug}&window=7d",
         "leaderboard 30d, all models": f"/?workload={workload.slug}&window=30d",
         "leaderboard table swap (htmx) 72h": f"/?workload={workload.slug}&sort=ttft_ms",
-        "endpoint history 7d": f"/endpoints/{endpoint.pk}/",
+        "endpoint history 72h (default)": f"/endpoints/{endpoint.pk}/",
         "endpoint history 30d": f"/endpoints/{endpoint.pk}/?window=30d",
         "endpoint history 90d": f"/endpoints/{endpoint.pk}/?window=90d&workload={workload.slug}",
-        "model history 7d": f"/models/{model.slug}/",
+        "model history 72h (default)": f"/models/{model.slug}/",
         "model history 90d": f"/models/{model.slug}/?window=90d",
         "api leaderboard 72h": f"/api/v1/leaderboard?workload={workload.slug}",
         "api series 90d": f"/api/v1/series?endpoint={endpoint.pk}&window=90d",
@@ -141,6 +149,11 @@ def main() -> None:
             f"{name:40} {statistics.median(cold):8.1f} {_p95(cold):9.1f} "
             f"{statistics.median(warm):8.1f} {_p95(warm):9.1f}  {status}{slow}"
         )
+    if args.concurrent:
+        # gunicorn's processes read the real clock: the history should end about now.
+        from concurrent_visitors import run as visit
+
+        visit(pages, os.environ["DATABASE_URL"], args.concurrent, args.seconds)
 
 
 def _times(request, repeat: int, before=None) -> list[float]:

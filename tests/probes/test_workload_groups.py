@@ -144,6 +144,9 @@ def test_parallel_needs_the_providers_cap_then_reports_aggregate_and_slowdown(ma
     streams = sorted(r.output_tps for r in batch)
     assert group.slowdown == summary["slowdown"]
     assert group.slowdown == pytest.approx(single.output_tps / streams[1], abs=0.001)
+    # The row fills every column its requests have: first answer as TTFT, the median.
+    first_answers = sorted(r.ttfat_ms for r in batch)
+    assert group.ttfat_ms == pytest.approx(first_answers[1], abs=0.001)
     assert len({r.prompt_seed for r in runs[:4]}) == 4  # every request its own prompt
     # The row's tokens are the ones its rate counts (the batch's); the cost is everyone's.
     batch_tokens = sum(r.output_tokens for r in batch)

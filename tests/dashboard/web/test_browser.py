@@ -115,6 +115,14 @@ def trace_count(page, chart_id: str) -> int:
     return page.evaluate(f"document.getElementById('{chart_id}').data.length")
 
 
+def line_count(page, chart_id: str) -> int:
+    """Traces of a history chart besides its marks of alerts and configuration changes."""
+    trace_count(page, chart_id)
+    return page.evaluate(
+        f"document.getElementById('{chart_id}').data.filter(t => t.name !== 'events').length"
+    )
+
+
 def first_endpoint(page) -> str:
     return page.locator("#leaderboard-table tbody tr .endpoint").first.inner_text()
 
@@ -174,8 +182,8 @@ def test_filtering_by_model_swaps_only_the_table_and_keeps_the_url(page, history
 def test_the_endpoint_page_draws_history_with_bands_and_availability(page, history):
     endpoint = history["endpoints"]["fast"]
     page.goto(f"{page.base}/endpoints/{endpoint.pk}/")
-    assert trace_count(page, "history-output_tps") == 3  # p25, p75 band, median
-    assert trace_count(page, "history-ttft_ms") == 3
+    assert line_count(page, "history-output_tps") == 4  # p25, p75 band, p95, median
+    assert line_count(page, "history-ttft_ms") == 4
     assert trace_count(page, "availability") == 1
     assert "server_error" in page.locator("table.breakdown").inner_text()
     screenshot(page, "endpoint")
@@ -192,7 +200,7 @@ def test_the_run_page_draws_the_token_timeline_and_gap_histogram(page, history):
 
 def test_model_provider_and_methodology_pages_render(page, history):
     page.goto(page.base + "/models/llama-33-70b/")
-    assert trace_count(page, "history-output_tps") == 9  # three endpoints × band + median
+    assert line_count(page, "history-output_tps") == 12  # three endpoints × band, p95, median
     screenshot(page, "model")
     page.goto(page.base + "/providers/demo-sim/")
     assert page.locator("h1 .badge.sim").count() == 1
@@ -208,7 +216,7 @@ def test_history_filters_send_themselves_without_inline_handlers(page, history):
     with page.expect_navigation():
         page.select_option("form.filters select[name=window]", "24h")
     assert "window=24h" in page.url
-    assert trace_count(page, "history-output_tps") == 3
+    assert line_count(page, "history-output_tps") == 4
 
 
 def test_status_and_admin_login_pass_the_policy(page, history):

@@ -71,7 +71,7 @@ def test_a_sparkline_scales_to_its_own_range():
     assert not charts.sparkline(points[:1])  # one point draws nothing
 
 
-def test_a_history_with_one_point_still_spans_its_whole_window(catalog):
+def test_a_history_shorter_than_its_window_spans_its_data_not_a_point(catalog):
     endpoint = catalog["endpoints"]["fast"]
     make_run(endpoint, catalog["workload"], ago=timedelta(minutes=5), output_tps=1.5)
     histories = endpoint_history.history([endpoint], window="24h")
@@ -79,7 +79,10 @@ def test_a_history_with_one_point_still_spans_its_whole_window(catalog):
     span = (now - timedelta(hours=24), now)
     figure = valid(charts.history(histories, "output_tps", span))
     start, end = (datetime.fromisoformat(t) for t in figure.layout.xaxis.range)
-    assert end - start == timedelta(hours=24)  # not a millisecond around the point
+    assert end == now  # up to now
+    # From a little before the data (the run's hourly point), not a day, nor a millisecond.
+    (point,) = histories[0].series["output_tps"]
+    assert start < point.t and end - start < timedelta(hours=1, minutes=10)
     assert figure.layout.yaxis.rangemode == "tozero"
     assert valid(charts.availability(histories, span)).layout.xaxis.range
 
@@ -87,7 +90,7 @@ def test_a_history_with_one_point_still_spans_its_whole_window(catalog):
 def test_charts_with_nothing_to_draw_say_why(catalog):
     board = leaderboards.leaderboard(query_filters.parse_filters({}))  # no runs at all
     for figure, words in (
-        (charts.speed_vs_price(board.rows), "has a price"),
+        (charts.speed_vs_price(board.rows), "No measured runs"),
         (charts.ttft_vs_speed(board.rows), "No measured runs"),
         (charts.token_timeline(None), "before its first token"),
         (charts.gap_histogram(None), "no gaps"),

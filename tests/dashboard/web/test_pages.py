@@ -114,7 +114,9 @@ def test_the_endpoint_page_has_history_charts_breakdown_and_recent_runs(client, 
     assert response.status_code == 200
     html = response.content.decode()
     figure = json.loads(_json_script(html, "history-output_tps-data"))
-    assert [t["name"].endswith("p25") for t in figure["data"]] == [True, False, False]
+    # p25, then p75 filling down to it (the band), the p95 line, the median.
+    lines = [t for t in figure["data"] if t["name"] != "events"]  # not the alert/config marks
+    assert [t["name"].endswith("p25") for t in lines] == [True, False, False, False]
     assert figure["data"][1]["fill"] == "tonexty"  # the p25–p75 band
     assert "server_error" in html
     newest = history["runs"][0]  # the first endpoint's newest run
@@ -132,7 +134,9 @@ def test_history_pages_accept_windows_up_to_90_days_and_refuse_others(client, hi
 
 def test_model_and_provider_pages_list_their_endpoints(client, history):
     model_html = client.get("/models/llama-33-70b/").content.decode()
-    assert model_html.count('<li><a href="/endpoints/') == 3
+    # Each endpoint once: a row of the per-endpoint table, linking to its page.
+    assert model_html.count("<tr data-endpoint=") == 3
+    assert model_html.count('<li><a href="/endpoints/') == 0  # no second list of them
     provider_html = client.get("/providers/demo-sim/").content.decode()
     assert "simulated" in provider_html
     assert client.get("/providers/nobody/").status_code == 404
