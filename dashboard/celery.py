@@ -53,7 +53,7 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-# -- Scheduling (probes/scheduling/dispatch.py, probes/tasks.py, dashboard/tasks.py) ---
+# -- Scheduling (probes/scheduling/dispatch.py, probes/tasks.py, dashboard/tasks.py) --------
 
 
 def _beat_schedule(tick: float) -> dict:

@@ -129,6 +129,8 @@ def build_fleet(base_url: str) -> tuple[list, list]:
     from probes.models import Probe
 
     parked = datetime.now(UTC) + timedelta(days=1)
+    # An earlier run's probes (another fleet, or one interrupted mid-phase) stay quiet.
+    Probe.objects.filter(endpoint__provider__slug__startswith=PREFIX).update(next_run_at=parked)
     workloads = [_workload(f"{PREFIX}-{n}", n) for n in WORKLOAD_TOKENS]
     steady = []
     for i in range(ENDPOINTS):
