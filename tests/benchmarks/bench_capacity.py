@@ -129,6 +129,8 @@ def build_fleet(base_url: str) -> tuple[list, list]:
     from probes.models import Probe
 
     parked = datetime.now(UTC) + timedelta(days=1)
+    # An earlier run's probes (another fleet, or one interrupted mid-phase) stay quiet.
+    Probe.objects.filter(endpoint__provider__slug__startswith=PREFIX).update(next_run_at=parked)
     workloads = [_workload(f"{PREFIX}-{n}", n) for n in WORKLOAD_TOKENS]
     steady = []
     for i in range(ENDPOINTS):
@@ -172,10 +174,15 @@ def reset(probes) -> None:
 
 
 def schedule(probes, start: datetime, spread_s: float) -> None:
+    """Phases evenly over `spread_s`, an endpoint's probes a tenth of it apart (the fleet
+    is built endpoint by endpoint): probes sharing a cap never start together."""
     from probes.models import Probe
 
+    n = len(probes)
+    per_endpoint = len(WORKLOAD_TOKENS) if n == ENDPOINTS * len(WORKLOAD_TOKENS) else 1
     for i, probe in enumerate(probes):
-        probe.next_run_at = start + timedelta(seconds=spread_s * i / len(probes))
+        place = (i % per_endpoint) * (n // per_endpoint) + i // per_endpoint
+        probe.next_run_at = start + timedelta(seconds=spread_s * place / n)
     Probe.objects.bulk_update(probes, ["next_run_at"], batch_size=500)
 
 
@@ -321,7 +328,7 @@ def figures(steady, burst, start_at: datetime, end_at: datetime, pss: float) -> 
 
     steady_ids = [p.pk for p in steady]
     # Every slot the plan put in the window is due, dispatched or not.
-    offsets = [INTERVAL_S * i / len(steady) for i in range(len(steady))]
+    offsets = [INTERVAL_S * place / len(steady) for place in range(len(steady))]
     window_s = (end_at - start_at).total_seconds()
     due = sum(int((window_s - off) // INTERVAL_S) + 1 for off in offsets if off <= window_s)
     slots = DispatchedSlot.objects.filter(probe_id__in=steady_ids, slot_at__lte=end_at)

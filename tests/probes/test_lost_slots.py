@@ -90,6 +90,8 @@ def test_a_slot_whose_whole_worker_was_killed_is_re_sent_and_recorded_exactly_on
     assert wait_for(lambda: _state(slot) == "done", 25), survivor.output()
 
     # An hour on, Redis hands the dead worker's copy out again: it is not run twice.
+    # (The survivor acks its copy just after the slot is done: wait for that first.)
+    assert wait_for(lambda: clean_redis.hlen("unacked") == 1, 10)
     assert restore_unacked(clean_redis) == 1
     assert wait_for(lambda: "already settled" in survivor.output(), 15), survivor.output()
     (run,) = ProbeRun.objects.filter(probe=probe)

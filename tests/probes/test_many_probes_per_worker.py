@@ -16,15 +16,17 @@ from tests.probes.conftest import wait_for
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
-# Slow enough that every stream is still open when the last one starts: 2.5 s to the
-# first token, then 60 tokens at 30 tok/s.
-SLOW = "sim-fast@ttft=2500,tps=30"
+# Slow enough that every stream is still open when the last one starts (streams start
+# one at a time, ~0.1 s each on a busy 2-core VM): 2 s to the first token, then 60 tokens
+# at 12 tok/s.
+SLOW = "sim-fast@ttft=2000,tps=12"
 
 
 def slow_probes(make_probe, n: int) -> list[Probe]:
     first = make_probe(SLOW)
     provider = first.endpoint.provider
     provider.max_concurrency = n
+    provider.total_timeout_s = 20.0
     provider.save()
     return [first] + [make_probe(SLOW, provider=provider) for _ in range(n - 1)]
 
@@ -57,7 +59,7 @@ def test_one_worker_process_carries_32_streams_at_once_each_slot_recorded_once(
 
     assert dispatch_due_probes() == 32
 
-    assert wait_for(lambda: ProbeRun.objects.count() >= 32, 40), worker.output()
+    assert wait_for(lambda: ProbeRun.objects.count() >= 32, 60), worker.output()
     wait_for(lambda: ProbeRun.objects.count() > 32, 2)  # a duplicate would show by now
     runs = list(ProbeRun.objects.all())
     assert sorted(r.probe_id for r in runs) == sorted(p.pk for p in probes)  # one per slot
