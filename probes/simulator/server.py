@@ -13,6 +13,7 @@ import itertools
 import random
 import socket
 import ssl
+import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from time import perf_counter_ns
@@ -225,6 +226,7 @@ class SimulatorServer:
         # for a name meets the same fault (or none) on every run of the same test.
         self._failure_rngs: dict[str, random.Random] = {}
         self._prompt_cache: OrderedDict[bytes, bool] = OrderedDict()
+        self.started = time.monotonic()  # profiles' slow episodes count from here
 
     async def start(self) -> int:
         tokens.encoding()  # load the tokenizer now, not inside the first request's TTFT
@@ -300,6 +302,7 @@ class SimulatorServer:
             )
             conn.respond(400, "Bad Request", msg)
             return
+        profile = profile.at(time.monotonic() - self.started)
         if profile.error_rate:
             rng = self._failure_rngs.setdefault(model, random.Random(profile.seed))
             profile = profile.for_request(rng)
