@@ -13,7 +13,6 @@ session, encrypted like a stored key.
 from __future__ import annotations
 
 import os
-from urllib.parse import urlsplit
 
 from django import forms
 from django.contrib import messages
@@ -131,10 +130,6 @@ def _key(form: AddEndpointForm, request: HttpRequest) -> str:
     return secrets.decrypt(stored) if stored else ""
 
 
-def _default_name(base_url: str) -> str:
-    return urlsplit(base_url).netloc or base_url
-
-
 def _filled(form: AddEndpointForm, report: connection_check.ConnectionReport) -> AddEndpointForm:
     """The form again, with what the test found in place of what was typed."""
     data = form.data.copy()
@@ -146,9 +141,12 @@ def _filled(form: AddEndpointForm, report: connection_check.ConnectionReport) ->
     data["max_concurrency"] = str(report.safe_concurrency)
     data["token_counter"] = report.token_counter
     if not data.get("provider_name"):
-        data["provider_name"] = _default_name(form.cleaned_data["base_url"])
-    if not data.get("model_name"):
-        data["model_name"] = form.cleaned_data["model_id"]
+        data["provider_name"] = onboarding.provider_name(
+            form.cleaned_data["base_url"], report.server_software
+        )
+    if not data.get("model_name"):  # an existing model offered; what was typed is kept
+        matched = onboarding.matching_model(form.cleaned_data["model_id"])
+        data["model_name"] = matched.name if matched else form.cleaned_data["model_id"]
     proposals = onboarding.propose(report.context_tokens, report.safe_concurrency)
     data.setlist("workloads", [str(p.workload.pk) for p in proposals if p.fits])
     return AddEndpointForm(data)
@@ -207,7 +205,7 @@ def _create(form: AddEndpointForm, request: HttpRequest) -> int | None:
     if not pasted and not data.get("api_key_env") and request.session.get(SESSION_KEY):
         pasted = secrets.decrypt(request.session[SESSION_KEY])
     spec = onboarding.NewEndpoint(
-        provider_name=data["provider_name"] or _default_name(data["base_url"]),
+        provider_name=data["provider_name"] or onboarding.provider_name(data["base_url"]),
         api_style=data["api_style"],
         base_url=data["base_url"],
         model_id=data["model_id"],
