@@ -1,6 +1,6 @@
 from django.urls import path
 
-from dashboard.web import api, openapi, prometheus, views
+from dashboard.web import api, api_docs, openapi, prometheus, views
 
 urlpatterns = [
     path("", views.leaderboard, name="leaderboard"),
@@ -10,6 +10,7 @@ urlpatterns = [
     path("runs/<int:pk>/", views.run_page, name="run"),
     path("methodology/", views.methodology, name="methodology"),
     path("metrics", prometheus.metrics, name="metrics"),
+    path("api/", api_docs.api_page, name="api-docs"),
     path("api/v1/", api.index, name="api-index"),
     path("api/v1/openapi.json", openapi.openapi, name="api-openapi"),
     path("api/v1/leaderboard", api.leaderboard, name="api-leaderboard"),

@@ -99,6 +99,7 @@ def test_every_page_holds_its_layout_on_a_laptop_and_a_phone(page, history):
         (f"/endpoints/{endpoint.pk}/", None),
         (f"/runs/{run.pk}/", None),
         ("/methodology/", None),
+        ("/api/", None),
         ("/alerts/", "#active-alerts tbody tr"),
         *[(f"/alerts/{e.pk}/", None) for e in events],
     ]
