@@ -37,6 +37,8 @@ def load_demo_rule(report: LoadReport) -> None:
         recent_window_min=10,
         baseline_window_h=1,
         min_samples=5,
+        # The first episode starts 20 minutes in: the hour before it holds ~20 runs.
+        min_baseline_samples=10,
         notes="Shipped with the demo: the simulated LPU slows down every 3 hours.",
     )
     report.add("alert rules", True)

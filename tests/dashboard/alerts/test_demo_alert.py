@@ -3,8 +3,8 @@ simulator starts (and every 3 hours after), and the demo's regression rule fires
 
 Real parts: the simulator over HTTP, the measuring engine, Postgres and the evaluator.
 Runs measured against the simulator are recorded as a probe would record them, at the
-minutes they would have run (one a minute, as the demo probes): the hour before the
-episode at normal speed, the ten minutes into it slowed.
+minutes they would have run (one a minute, as the demo probes): the first twenty minutes
+at normal speed, then ten minutes into the episode slowed.
 """
 
 from __future__ import annotations
@@ -83,7 +83,9 @@ def test_the_demo_rule_fires_on_the_simulated_slowdown_and_the_page_shows_it(cli
     )
     now = timezone.now()
     runs = []
-    for minute in range(70, 0, -1):  # one run a minute: slowed for the last ten
+    # The first hour of `make run`: one run a minute from the start, the episode from
+    # minute 20; ten minutes into it (minute 30) the rule decides.
+    for minute in range(30, 0, -1):
         result = (slowed if minute <= 10 else normal)[minute % 4]
         fields = {**recording.run_fields(result, ctx), "timeline": None}
         fields["started_at"] = now - timedelta(minutes=minute, seconds=-30)
