@@ -5,13 +5,17 @@ import os
 import sys
 
 # Commands that sign nothing and store nothing: they run in a newcomer's shell (where
-# INFERWATCH_ENV is unset, so production) without a SECRET_KEY.
-SECRETLESS_COMMANDS = {"measure", "simulate_provider"}
+# INFERWATCH_ENV is unset, so production) without a SECRET_KEY. So does any command's help.
+SECRETLESS_COMMANDS = {"measure", "simulate_provider", "help"}
+
+
+def _secretless(argv: list[str]) -> bool:
+    return bool(argv[1:2]) and (argv[1] in SECRETLESS_COMMANDS or argv[2:] in (["-h"], ["--help"]))
 
 
 def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
-    if sys.argv[1:2] and sys.argv[1] in SECRETLESS_COMMANDS:
+    if _secretless(sys.argv):
         os.environ["INFERWATCH_SECRETLESS_COMMAND"] = sys.argv[1]
     from django.core.exceptions import ImproperlyConfigured
     from django.core.management import execute_from_command_line

@@ -9,6 +9,7 @@ Sparklines are tiny inline SVGs: dozens per table, no JS.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -38,7 +39,9 @@ _LAYOUT = {
     "font": {"family": "system-ui, sans-serif", "size": 12},
     "paper_bgcolor": "rgba(0,0,0,0)",
     "plot_bgcolor": "rgba(0,0,0,0)",
-    "legend": {"orientation": "h", "y": -0.2},
+    # Far enough below the plot to clear two-line date ticks and an axis title (at the
+    # fixed height); plotly grows the bottom margin to fit it however many rows it wraps to.
+    "legend": {"orientation": "h", "y": -0.32, "yanchor": "top", "x": 0},
     "hovermode": "closest",
 }
 
@@ -89,7 +92,8 @@ def _empty(fig: dict, message: str) -> dict:
     fig["layout"]["yaxis"] = {**fig["layout"].get("yaxis", {}), "visible": False}
     fig["layout"]["annotations"] = [
         {
-            "text": message,
+            # Wrapped by hand: plotly does not, and a phone's chart is ~45 characters wide.
+            "text": "<br>".join(textwrap.wrap(message, 40)),
             "xref": "paper",
             "yref": "paper",
             "x": 0.5,
@@ -381,7 +385,15 @@ def token_timeline(timeline: dict | None) -> dict:
         "Token arrival timeline",
         hovermode="x unified",
         xaxis=_grid(title={"text": "ms since request start"}, rangemode="tozero"),
-        yaxis=_grid(title={"text": "cumulative output tokens"}, rangemode="tozero"),
+        # Outside ticks move the y labels left: both axes start at 0, and the two zeros
+        # otherwise overlap in the corner.
+        yaxis=_grid(
+            title={"text": "cumulative output tokens"},
+            rangemode="tozero",
+            ticks="outside",
+            ticklen=8,
+            tickcolor="rgba(0,0,0,0)",
+        ),
     )
     total = 0
     series: dict[str, tuple[list[float], list[int]]] = {"r": ([], []), "a": ([], [])}
@@ -423,14 +435,17 @@ def token_timeline(timeline: dict | None) -> dict:
         ]
         fig["layout"]["annotations"] = [
             {
+                # Right of the line: on its left it ran into the y axis and lost its start
+                # ("t token 223 ms"), the first token being near the left edge.
                 "x": first,
                 "xref": "x",
                 "y": 1,
                 "yref": "paper",
                 "text": f"first token {first:,.0f} ms",
                 "showarrow": False,
-                "xanchor": "right",
+                "xanchor": "left",
                 "yanchor": "top",
+                "xshift": 3,
             }
         ]
     return fig

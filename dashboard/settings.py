@@ -57,8 +57,10 @@ def _secret_key() -> str:
         return ""
     if PRODUCTION:
         raise ImproperlyConfigured(
-            "SECRET_KEY is not set (required with INFERWATCH_ENV=production); "
-            "generate one with: python -c 'import secrets; print(secrets.token_urlsafe(50))'"
+            "SECRET_KEY is not set (required with INFERWATCH_ENV=production). With `make run`'s "
+            "servers, run the command as `.venv/bin/python -m dashboard.devstack manage "
+            "COMMAND …`; for a deployment, generate a key with: "
+            "python -c 'import secrets; print(secrets.token_urlsafe(50))'"
         )
     # Development and tests: one random key kept under var/ so sessions and encrypted
     # API keys survive restarts of the embedded run.

@@ -16,8 +16,6 @@ never the server's words: the URL may point at an internal service.
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit
-
 from django import forms
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -159,17 +157,6 @@ def _key(form: AddEndpointForm, request: HttpRequest) -> str:
     return (secrets.decrypt(stored) or "") if stored else ""
 
 
-def _default_name(base_url: str) -> str:
-    """hostname[:port]: never the URL's user info (a password would become a public name)."""
-    parts = urlsplit(base_url)
-    try:
-        port = parts.port
-    except ValueError:
-        port = None
-    host = parts.hostname or base_url
-    return f"{host}:{port}" if port else host
-
-
 def _filled(form: AddEndpointForm, report: connection_check.ConnectionReport) -> AddEndpointForm:
     """The form again, with what the test found in place of what was typed."""
     data = form.data.copy()
@@ -183,9 +170,12 @@ def _filled(form: AddEndpointForm, report: connection_check.ConnectionReport) ->
     if report.server_metrics_url:
         data["server_metrics_url"] = report.server_metrics_url
     if not data.get("provider_name"):
-        data["provider_name"] = _default_name(form.cleaned_data["base_url"])
-    if not data.get("model_name"):
-        data["model_name"] = form.cleaned_data["model_id"]
+        data["provider_name"] = onboarding.provider_name(
+            form.cleaned_data["base_url"], report.server_software
+        )
+    if not data.get("model_name"):  # an existing model offered; what was typed is kept
+        matched = onboarding.matching_model(form.cleaned_data["model_id"])
+        data["model_name"] = matched.name if matched else form.cleaned_data["model_id"]
     proposals = onboarding.propose(report.context_tokens, report.safe_concurrency)
     data.setlist("workloads", [str(p.workload.pk) for p in proposals if p.fits])
     # An interval the chosen probes fit in, when the one typed would not.
@@ -270,7 +260,7 @@ def _create(form: AddEndpointForm, request: HttpRequest) -> int | None:
     if not pasted and not data.get("api_key_env") and request.session.get(SESSION_KEY):
         pasted = secrets.decrypt(request.session[SESSION_KEY])
     spec = onboarding.NewEndpoint(
-        provider_name=data["provider_name"] or _default_name(data["base_url"]),
+        provider_name=data["provider_name"] or onboarding.provider_name(data["base_url"]),
         api_style=data["api_style"],
         base_url=data["base_url"],
         model_id=data["model_id"],

@@ -11,6 +11,7 @@ never rewritten.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
 
@@ -283,6 +284,16 @@ def load_catalog(region: str) -> LoadReport:
     return report
 
 
+# What other apps add to the demo (register_demo_extra): the alerts app its rule. probes
+# cannot import them, so they register here, as catalog file sections do.
+_DEMO_EXTRAS: list[Callable[[LoadReport], None]] = []
+
+
+def register_demo_extra(load: Callable[[LoadReport], None]) -> None:
+    if load not in _DEMO_EXTRAS:
+        _DEMO_EXTRAS.append(load)
+
+
 @transaction.atomic
 def load_demo(region: str, simulator_url: str) -> LoadReport:
     """Simulated providers served by our own simulator, enabled, probed every minute.
@@ -333,6 +344,8 @@ def load_demo(region: str, simulator_url: str) -> LoadReport:
             continue
         _probes(endpoint, workloads, region, report, interval_s=DEMO_INTERVAL_S)
         _demo_claim(endpoint, BUILTIN[seed.profile], report)
+    for extra in _DEMO_EXTRAS:
+        extra(report)
     # After the claims: a new demo probe's busy time is estimated from its claimed speed.
     report.plan()
     return report

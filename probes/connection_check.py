@@ -75,6 +75,8 @@ class ConnectionReport:
     server_models: list[str] = field(default_factory=list)
     server_metrics_url: str = ""  # the server's /metrics, when its names are known
     server_engine: str = ""  # whose names: servermetrics.ENGINES
+    # What the server says it is: /v1/models owned_by, else llama.cpp when /props answered.
+    server_software: str = ""
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -207,6 +209,11 @@ def _models_info(report: ConnectionReport, data: Any, model_id: str) -> None:
         return
     entries = data.get("data") if isinstance(data.get("data"), list) else []
     report.server_models = [str(e.get("id")) for e in entries if isinstance(e, dict)][:50]
+    owners = [
+        e.get("owned_by") for e in entries if isinstance(e, dict) and e.get("id") == model_id
+    ] or [e.get("owned_by") for e in entries[:1] if isinstance(e, dict)]
+    if owners and isinstance(owners[0], str):
+        report.server_software = _software_name(owners[0])
     for entry in entries:
         if not isinstance(entry, dict) or entry.get("id") != model_id:
             continue
@@ -221,9 +228,20 @@ def _models_info(report: ConnectionReport, data: Any, model_id: str) -> None:
                 return
 
 
+# owned_by values that name server software, as people write them.
+_SOFTWARE = {"vllm": "vLLM", "llamacpp": "llama.cpp", "llama.cpp": "llama.cpp", "ollama": "Ollama"}
+
+
+def _software_name(owned_by: str) -> str:
+    """A server's own word for itself, made safe to show: it is untrusted input."""
+    text = "".join(ch for ch in owned_by if ch.isprintable()).strip()[:40]
+    return _SOFTWARE.get(text.lower(), text)
+
+
 def _props_info(report: ConnectionReport, props: Any) -> None:
     if not isinstance(props, dict):
         return
+    report.server_software = report.server_software or "llama.cpp"  # only it has /props
     settings = props.get("default_generation_settings")
     n_ctx = props.get("n_ctx")
     if isinstance(settings, dict) and not isinstance(n_ctx, int):

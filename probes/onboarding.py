@@ -9,6 +9,7 @@ server can take. `create()` makes the provider, the endpoint and its probes in o
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -61,6 +62,54 @@ def propose(context_tokens: int | None, slots: int | None = None) -> list[Propos
         fits = context_fit.fits(context_tokens, workload)
         proposals.append(ProposedProbe(workload, needed, fits, workload.fits_concurrency(slots)))
     return sorted(proposals, key=lambda p: (not p.fits, p.workload.slug))
+
+
+# Words in a served model id that say how it is served, not which model it is.
+_QUALIFIERS = re.compile(
+    r"-(instruct|chat|it|hf|gguf|awq|gptq|fp8|fp16|bf16|int4|int8|turbo|versatile|latest"
+    r"|q\d(-k)?(-[msl])?|q\d-\d)(?=-|$)"
+)
+
+
+def _normalised(name: str) -> str:
+    """'meta-llama/Llama-3.1-8B-Instruct-Q4_K_M' → 'llama-3-1-8b'."""
+    name = name.lower().rsplit("/", 1)[-1].removesuffix(".gguf")
+    name = re.sub(r"[^a-z0-9]+", "-", name).strip("-")
+    name = re.sub(r"^meta-(?=llama)", "", name)  # Meta-Llama-3.1-8B is Llama 3.1 8B
+    previous = None
+    while previous != name:
+        previous, name = name, _QUALIFIERS.sub("", name)
+    return name
+
+
+def matching_model(model_id: str) -> CanonicalModel | None:
+    """The existing canonical model a served model id names, by a normalised match
+    ('llama-3.1-8b-instruct-q4' → Llama 3.1 8B): the most specific name that the id
+    equals or starts with. Only an offer: the user's choice on the form is final."""
+    wanted = _normalised(model_id)
+    if not wanted:
+        return None
+    best, best_len = None, 0
+    for model in CanonicalModel.objects.only("pk", "name", "slug"):
+        name = _normalised(model.name)
+        if name and (wanted == name or wanted.startswith(name + "-")) and len(name) > best_len:
+            best, best_len = model, len(name)
+    return best
+
+
+def provider_name(base_url: str, server_software: str = "") -> str:
+    """A name for a new provider: what the server says it is and where it is
+    ('vLLM @ 10.0.0.5:8000'); host and port only, never the URL's user or password."""
+    parts = urlsplit(base_url)
+    host = parts.hostname or base_url
+    if ":" in host:  # an IPv6 address
+        host = f"[{host}]"
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    where = f"{host}:{port}" if port else host
+    return f"{server_software} @ {where}" if server_software else where
 
 
 def is_local(base_url: str) -> bool:

@@ -1,6 +1,7 @@
 """The ``alert_rules`` section of a catalog file (probes/catalog_file.py).
 
-Rules are found by name. Scope by slugs: ``model`` (a canonical model), ``workload``;
+Rules are found by name. Scope by slugs: ``model`` (a canonical model), ``workload``, or
+one endpoint as ``provider`` (its slug) with ``model_id``;
 ``channels`` names channels set up in the admin (their secrets stay there).
 """
 
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 from probes.catalog import LoadReport
 from probes.catalog_file import CatalogFileError, Fields, Lined, check_keys, require, upsert
-from probes.models import CanonicalModel, Workload
+from probes.models import CanonicalModel, Endpoint, Workload
 
 from .models import AlertRule, Channel
 
@@ -24,7 +25,13 @@ RULE_FIELDS = Fields(
         "threshold",
         "recent_window_min",
         "baseline_window_h",
+        "baseline_mode",
         "min_samples",
+        "min_baseline_samples",
+        "max_p_value",
+        "pending_for_min",
+        "resolve_margin_pct",
+        "repeat_every_min",
         "notify_on_resolve",
         "notes",
     ),
@@ -41,20 +48,39 @@ def _by_slug(model, item: Lined, key: str):
     return row
 
 
+def _endpoint(item: Lined) -> Endpoint | None:
+    """One endpoint, by its provider's slug and its model id (both or neither)."""
+    if "provider" not in item and "model_id" not in item:
+        return None
+    provider = require(item, "provider", "an endpoint-scoped rule")
+    model_id = require(item, "model_id", "an endpoint-scoped rule")
+    endpoint = Endpoint.objects.filter(provider__slug=provider, model_id=model_id).first()
+    if endpoint is None:
+        raise CatalogFileError(
+            f"no endpoint {model_id!r} of provider {provider!r}", item.line_of("model_id")
+        )
+    return endpoint
+
+
+# A scope field and the file's key that sets it.
+_SCOPE_KEYS = {"canonical_model": "model", "workload": "workload", "endpoint": "model_id"}
+
+
 def load_alert_rules(items: list[Lined], report: LoadReport) -> None:
     for item in items:
-        check_keys(item, RULE_FIELDS, extra=("model", "workload", "channels"))
+        check_keys(
+            item, RULE_FIELDS, extra=("model", "workload", "provider", "model_id", "channels")
+        )
         name = require(item, "name", "an alert rule")
         rule = AlertRule.objects.filter(name=name).first()
         scope = {
             "canonical_model": _by_slug(CanonicalModel, item, "model"),
             "workload": _by_slug(Workload, item, "workload"),
+            "endpoint": _endpoint(item),
         }
         names = tuple(n for n in RULE_FIELDS.allowed if n != "name")
         # Scope fields the file names are set like the others (a missing key keeps them).
-        item_scope = {
-            k: v for k, v in scope.items() if ("model" if k == "canonical_model" else k) in item
-        }
+        item_scope = {k: v for k, v in scope.items() if _SCOPE_KEYS[k] in item}
         rule = upsert(
             AlertRule,
             {"pk": rule.pk} if rule else {"name": name},
@@ -78,5 +104,5 @@ def _with(item: Lined, extra: dict) -> Lined:
     out.update(item)
     out.update(extra)
     for key in extra:
-        out.lines[key] = item.line_of("model" if key == "canonical_model" else key)
+        out.lines[key] = item.line_of(_SCOPE_KEYS[key])
     return out

@@ -8,12 +8,14 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from dashboard.alerts.models import AlertEvent
-from dashboard.alerts.samples import usable_runs
+from dashboard.alerts.samples import ERROR_STATUSES, usable_runs
 from probes.models import ProbeRun
 
 # The chart shows this much before the recent window (at least the rule's baseline).
 _CONTEXT = timedelta(hours=6)
 _MAX_POINTS = 2000
+# Error and success rates are drawn per bucket of this length (a single run is 0 or 1).
+_BUCKET = timedelta(minutes=10)
 
 
 def _series_runs(event: AlertEvent) -> QuerySet[ProbeRun]:
@@ -38,35 +40,100 @@ def runs_used(event: AlertEvent) -> list[ProbeRun]:
     return list(runs.order_by("started_at")[:200])
 
 
-def event_chart(event: AlertEvent) -> dict | None:
-    """A plotly figure: the metric's runs, the baseline band (baseline median up to the
-    limit), the recent window shaded and the moment it changed."""
-    if event.metric in ("success_rate", "error_rate", "minutes_since_ok"):
-        return None
+def _span(event: AlertEvent):
+    """The chart's time range: the baseline's length (at least _CONTEXT) before the
+    window that fired it, until it resolved (plus an hour) or _CONTEXT after it fired."""
     decided = _decided_at(event)
     window_start = event.window_start or decided
     rule = event.rule
     context = max(_CONTEXT, rule.baseline_window if rule else _CONTEXT)
-    start = window_start - context
     end = event.resolved_at or timezone.now()
     end = min(end, decided + context) if event.resolved_at is None else end + timedelta(hours=1)
+    return window_start - context, window_start, decided, end
+
+
+def _rate_points(event: AlertEvent, start, end) -> tuple[list, list, list]:
+    """The share of failed (or ok) runs per _BUCKET, as the rule counts them."""
+    rows = (
+        _series_runs(event)
+        .exclude(role="step")
+        .filter(started_at__gte=start, started_at__lt=end)
+        .order_by("started_at")
+        .values_list("started_at", "status")[:_MAX_POINTS]
+    )
+    buckets: dict = {}
+    for at, status in rows:
+        key = start + (at - start) // _BUCKET * _BUCKET
+        hit = status == "ok" if event.metric == "success_rate" else status in ERROR_STATUSES
+        hits, runs = buckets.get(key, (0, 0))
+        buckets[key] = (hits + hit, runs + 1)
+    xs = [(key + _BUCKET / 2).isoformat() for key in buckets]
+    return xs, [hits / runs for hits, runs in buckets.values()], [n for _, n in buckets.values()]
+
+
+def _staleness_points(event: AlertEvent, start, end) -> tuple[list, list, list]:
+    """Minutes since the last ok run, at each run (a sawtooth that climbs while runs fail)."""
     rows = list(
         _series_runs(event)
-        .filter(usable_runs(event.metric), started_at__gte=start, started_at__lt=end)
+        .exclude(role="step")
+        .filter(started_at__gte=start, started_at__lt=end)
         .order_by("started_at")
-        .values_list("pk", "started_at", event.metric)[:_MAX_POINTS]
+        .values_list("pk", "started_at", "status")[:_MAX_POINTS]
     )
-    data = [
-        {
+    last_ok = start
+    xs, ys, pks = [], [], []
+    for pk, at, status in rows:
+        if status == "ok":
+            last_ok = at
+        xs.append(at.isoformat())
+        ys.append(round((at - last_ok).total_seconds() / 60, 1))
+        pks.append(pk)
+    return xs, ys, pks
+
+
+def event_chart(event: AlertEvent) -> dict:
+    """A plotly figure for every kind of alert: the series around it (each run's value;
+    the failed share per 10 minutes for error and success rates; minutes since the last
+    ok run for freshness), the recent window shaded, the moment it changed, the limit it
+    crossed, and for a regression the baseline band."""
+    start, window_start, decided, end = _span(event)
+    if event.metric in ("success_rate", "error_rate"):
+        xs, ys, counts = _rate_points(event, start, end)
+        trace = {
+            "type": "scatter",
+            "mode": "lines+markers",
+            "line": {"shape": "hv"},
+            "customdata": counts,
+            "hovertemplate": "%{y:.0%} of %{customdata} runs<extra></extra>",
+        }
+        share = "ok" if event.metric == "success_rate" else "failed (429, 5xx)"
+        yaxis = {"title": {"text": f"{share} per 10 min"}, "tickformat": ".0%"}
+    elif event.metric == "minutes_since_ok":
+        xs, ys, counts = _staleness_points(event, start, end)
+        trace = {
+            "type": "scatter",
+            "mode": "lines+markers",
+            "customdata": counts,
+            "hovertemplate": "run %{customdata}: %{y} min since an ok run<extra></extra>",
+        }
+        yaxis = {"title": {"text": "minutes since an ok run"}, "rangemode": "tozero"}
+    else:
+        rows = list(
+            _series_runs(event)
+            .filter(usable_runs(event.metric), started_at__gte=start, started_at__lt=end)
+            .order_by("started_at")
+            .values_list("pk", "started_at", event.metric)[:_MAX_POINTS]
+        )
+        xs = [at.isoformat() for _, at, _ in rows]
+        ys = [value for _, _, value in rows]
+        trace = {
             "type": "scatter",
             "mode": "markers",
-            "name": event.metric_label,
-            "x": [at.isoformat() for _, at, _ in rows],
-            "y": [value for _, _, value in rows],
             "customdata": [pk for pk, _, _ in rows],
             "hovertemplate": "run %{customdata}: %{y:.4g}<extra></extra>",
         }
-    ]
+        yaxis = {"title": {"text": event.metric_label}}
+    data = [{**trace, "name": event.metric_label, "x": xs, "y": ys}]
     shapes = [
         {  # the recent window that fired it
             "type": "rect",
@@ -90,6 +157,18 @@ def event_chart(event: AlertEvent) -> dict | None:
             "line": {"color": "#d93025", "dash": "dot"},
         },
     ]
+    shapes.append(
+        {  # the limit it crossed
+            "type": "line",
+            "xref": "paper",
+            "yref": "y",
+            "x0": 0,
+            "x1": 1,
+            "y0": event.limit_value,
+            "y1": event.limit_value,
+            "line": {"color": "#d93025", "width": 1, "dash": "dash"},
+        }
+    )
     if event.baseline_value is not None and event.limit_value is not None:
         low, high = sorted((event.baseline_value, event.limit_value))
         shapes.append(
@@ -109,8 +188,10 @@ def event_chart(event: AlertEvent) -> dict | None:
         "data": data,
         "layout": {
             "shapes": shapes,
-            "margin": {"l": 50, "r": 10, "t": 10, "b": 40},
-            "yaxis": {"title": {"text": event.metric_label}},
+            "margin": {"l": 64, "r": 10, "t": 10, "b": 40},
+            # Standoffs keep the y axis's 0 off the x axis's first date in the corner.
+            "xaxis": {"ticklabelstandoff": 8},
+            "yaxis": {**yaxis, "ticklabelstandoff": 6},
             "showlegend": False,
         },
     }

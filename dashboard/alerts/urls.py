@@ -7,4 +7,6 @@ app_name = "alerts"
 urlpatterns = [
     path("alerts/", views.index, name="index"),
     path("alerts/<int:pk>/", views.event, name="event"),
+    path("alerts/silences/", views.silence_add, name="silence-add"),
+    path("alerts/silences/<int:pk>/end/", views.silence_end, name="silence-end"),
 ]

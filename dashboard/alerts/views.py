@@ -1,14 +1,20 @@
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
+from django.urls import reverse
 from django.utils import timezone
+from django.views.decorators.http import require_POST
 
+from dashboard.alerts import silencing
 from dashboard.alerts.detail import event_chart, runs_used
 from dashboard.alerts.models import AlertEvent, Channel, Silence
 from dashboard.alerts.queries import active_alerts, pending_alerts, recent_history
 
 
-def index(request: HttpRequest) -> HttpResponse:
-    """Firing alerts first, then pending ones, active silences, and the last 30 days."""
+def index(request: HttpRequest, silence_form=None, status: int = 200) -> HttpResponse:
+    """Firing alerts first, then pending ones, active silences (made and ended here by
+    staff allowed to), and the last 30 days."""
+    if silence_form is None and silencing.can_add(request):
+        silence_form = silencing.SilenceForm()
     return render(
         request,
         "alerts/index.html",
@@ -26,7 +32,10 @@ def index(request: HttpRequest) -> HttpResponse:
             "broken_channels": list(
                 Channel.objects.filter(enabled=False).exclude(disabled_reason="")
             ),
+            "silence_form": silence_form,
+            "can_end_silences": silencing.can_end(request),
         },
+        status=status,
     )
 
 
@@ -44,3 +53,20 @@ def event(request: HttpRequest, pk: int) -> HttpResponse:
         "alerts/event.html",
         {"event": alert, "chart": event_chart(alert), "runs": runs_used(alert)},
     )
+
+
+def _silences() -> HttpResponseRedirect:
+    return HttpResponseRedirect(reverse("alerts:index") + "#silences")
+
+
+@require_POST
+def silence_add(request: HttpRequest) -> HttpResponse:
+    form = silencing.create(request)
+    # Bad input: the page again with the form's errors, nothing made.
+    return _silences() if form is None else index(request, silence_form=form, status=400)
+
+
+@require_POST
+def silence_end(request: HttpRequest, pk: int) -> HttpResponse:
+    silencing.end(request, pk)
+    return _silences()

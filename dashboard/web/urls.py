@@ -1,6 +1,6 @@
 from django.urls import path
 
-from dashboard.web import annotations, api, badges, openapi, prometheus, views
+from dashboard.web import annotations, api, api_docs, badges, openapi, prometheus, views
 
 urlpatterns = [
     path("", views.leaderboard, name="leaderboard"),
@@ -17,6 +17,7 @@ urlpatterns = [
         badges.provider_badge,
         name="badge-provider",
     ),
+    path("api/", api_docs.api_page, name="api-docs"),
     path("api/v1/", api.index, name="api-index"),
     path("api/v1/openapi.json", openapi.openapi, name="api-openapi"),
     path("api/v1/leaderboard", api.leaderboard, name="api-leaderboard"),

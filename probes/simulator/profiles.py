@@ -2,7 +2,8 @@
 
 A model name may carry overrides after ``@``: ``sim-fast@tps=4200,ttft=80,k=4,fault=stall``
 (keys: tps, ttft, k, jitter, fault, after, reasoning, tokens, seed, slow, errors, vocab,
-sentence, usage, prefill, contention). Tests and
+sentence, usage, prefill, contention, episode_first, episode_for, episode_every,
+episode_slowdown). Tests and
 benchmarks use this to get any schedule from one running server.
 
 ``error_rate`` makes a profile fail sometimes, like a real provider: each request fails with
@@ -71,6 +72,13 @@ class Profile:
     # this share (8 at once with 0.1 stream at 1 / 1.7 of the speed alone), so a parallel
     # workload's slowdown shows. 0: streams never meet.
     contention: float = 0.0
+    # Slow episodes, as a provider has under load: from `episode_first_s` after the server
+    # started, for `episode_for_s`, again every `episode_every_s` (0: never), TTFT times
+    # and speed divided by `episode_slowdown`. The demo's alert rule has something to see.
+    episode_first_s: float = 0.0
+    episode_for_s: float = 0.0
+    episode_every_s: float = 0.0
+    episode_slowdown: float = 1.0
 
     def __post_init__(self) -> None:
         for fault in (self.fault, *self.error_faults):
@@ -91,6 +99,18 @@ class Profile:
         if self.error_rate and not self.error_faults:
             raise ValueError("error_rate needs at least one fault in error_faults")
 
+    def in_episode(self, uptime_s: float) -> bool:
+        if not self.episode_every_s or uptime_s < self.episode_first_s:
+            return False
+        return (uptime_s - self.episode_first_s) % self.episode_every_s < self.episode_for_s
+
+    def at(self, uptime_s: float) -> Profile:
+        """This profile `uptime_s` seconds after the server started: slowed in an episode."""
+        if not self.in_episode(uptime_s):
+            return self
+        factor = self.episode_slowdown
+        return dataclasses.replace(self, tps=self.tps / factor, ttft_ms=self.ttft_ms * factor)
+
     def for_request(self, rng: random.Random) -> Profile:
         """This profile as one request meets it: failing with a drawn fault, or as it is."""
         if not self.error_rate or rng.random() >= self.error_rate:
@@ -110,9 +130,17 @@ BUILTIN = {
         Profile(
             "sim-blazing", tps=2100, ttft_ms=80, sentence_tokens=SENTENCE, prefill_tps=40000
         ),  # wafer-scale
-        Profile(
-            "sim-fast", tps=400, ttft_ms=150, sentence_tokens=SENTENCE, prefill_tps=20000
-        ),  # LPU
+        Profile(  # LPU; three times slower for 20 minutes every 3 hours, first at 20 minutes
+            "sim-fast",
+            tps=400,
+            ttft_ms=150,
+            sentence_tokens=SENTENCE,
+            prefill_tps=20000,
+            episode_first_s=20 * 60,
+            episode_for_s=20 * 60,
+            episode_every_s=3 * 3600,
+            episode_slowdown=3.0,
+        ),
         Profile(
             "sim-gpu",
             tps=120,
@@ -152,6 +180,10 @@ _KEYS = {
     "usage": ("usage", str),
     "prefill": ("prefill_tps", float),
     "contention": ("contention", float),
+    "episode_first": ("episode_first_s", float),
+    "episode_for": ("episode_for_s", float),
+    "episode_every": ("episode_every_s", float),
+    "episode_slowdown": ("episode_slowdown", float),
 }
 
 

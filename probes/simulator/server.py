@@ -13,6 +13,7 @@ import itertools
 import random
 import socket
 import ssl
+import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from time import perf_counter_ns
@@ -244,6 +245,7 @@ class SimulatorServer:
         if self.traits.metrics not in (None, "vllm", "llama.cpp"):
             raise ValueError(f"metrics must be vllm or llama.cpp, not {self.traits.metrics!r}")
         self.stats = ServerStats(self.traits.metrics, self.traits.power)
+        self.started = time.monotonic()  # profiles' slow episodes count from here
 
     async def start(self) -> int:
         tokens.encoding()  # load the tokenizer now, not inside the first request's TTFT
@@ -319,6 +321,7 @@ class SimulatorServer:
             )
             conn.respond(400, "Bad Request", msg)
             return
+        profile = profile.at(time.monotonic() - self.started)
         if profile.error_rate:
             rng = self._failure_rngs.setdefault(model, random.Random(profile.seed))
             profile = profile.for_request(rng)

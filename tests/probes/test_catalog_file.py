@@ -29,7 +29,7 @@ def suite(db):
 
 def test_the_documented_example_loads_and_a_second_load_changes_nothing(suite):
     first = load(EXAMPLE)
-    assert "1 new providers" in first and "2 new probes" in first and "1 new alert rules" in first
+    assert "1 new providers" in first and "2 new probes" in first and "2 new alert rules" in first
     provider = Provider.objects.get(slug="our-vllm")
     assert provider.api_key_env == "OUR_VLLM_API_KEY" and provider.max_concurrency == 16
     endpoint = Endpoint.objects.get(provider=provider)
@@ -38,6 +38,14 @@ def test_the_documented_example_loads_and_a_second_load_changes_nothing(suite):
     assert Probe.objects.filter(endpoint=endpoint).count() == 2
     rule = AlertRule.objects.get(name="vLLM TTFT regression")
     assert rule.workload.slug == "standard-1k" and rule.regression_pct == 50
+    # Scoped to the file's own endpoint, and every field of a rule shown (issue 18 item 7).
+    assert rule.endpoint == endpoint and rule.canonical_model is None
+    from dashboard.alerts.catalog_section import RULE_FIELDS
+
+    text = EXAMPLE.read_text()
+    section = text[text.index("alert_rules:") :]
+    for name in RULE_FIELDS.allowed:
+        assert f" {name}:" in section, name
     counts = (Provider.objects.count(), Probe.objects.count(), Price.objects.count())
 
     assert "up to date" in load(EXAMPLE)

@@ -10,6 +10,7 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from dashboard.alerts import evaluator
+from dashboard.alerts.detail import event_chart
 from dashboard.alerts.models import AlertEvent
 from dashboard.alerts.queries import firing_by_endpoint
 from probes.models import Probe, ProbeRun, Provider
@@ -89,5 +90,43 @@ def test_the_alert_chart_draws_runs_baseline_band_and_window_in_a_browser(live_s
         shapes = page.evaluate("document.getElementById('alert-chart').layout.shapes.length")
         browser.close()
     assert points == 26  # every usable run of the series around it
-    assert shapes == 3  # recent window, change moment, baseline band
+    assert shapes == 4  # recent window, change moment, limit, baseline band
     assert errors == [] and hosts <= {"localhost", "127.0.0.1"}
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "rule, expected",
+    [
+        ({"metric": "ttft_ms", "condition": "threshold", "threshold": 500}, [200.0] * 20),
+        ({"metric": "error_rate", "condition": "threshold", "threshold": 0.2}, None),
+        ({"metric": "minutes_since_ok", "condition": "threshold", "threshold": 30}, None),
+    ],
+)
+def test_every_kind_of_alert_draws_its_series_and_limit(
+    client, runs_until, make_rule, rule, expected
+):
+    """Threshold, error-rate and freshness alerts have a chart as a regression has: the
+    series the evaluator read, and the limit it crossed."""
+    runs = runs_until(timezone.now())
+    runs.add(20, minutes_ago=120, ttft_ms=200.0)
+    if rule["metric"] == "ttft_ms":
+        runs.add(6, minutes_ago=5, ttft_ms=900.0)
+        expected = [*expected, *[900.0] * 6]
+    else:  # the last 60 minutes fail with 503s
+        for minutes in range(60, 0, -5):
+            runs.add(1, minutes_ago=minutes, status="server_error")
+    evaluator.evaluate_rule(make_rule(name="kind", **rule), timezone.now())
+    event = AlertEvent.objects.get()
+    html = client.get(f"/alerts/{event.pk}/").content.decode()
+    assert 'id="alert-chart"' in html
+    chart = event_chart(event)
+    ys = chart["data"][0]["y"]
+    limits = [s for s in chart["layout"]["shapes"] if s["xref"] == "paper"]
+    assert [s["y0"] for s in limits] == [event.limit_value]
+    if expected is not None:
+        assert ys == expected
+    elif rule["metric"] == "error_rate":
+        assert max(ys) == 1.0 and min(ys) == 0.0  # 10-minute buckets: all failed, all ok
+    else:  # minutes since an ok run climb through the failing hour
+        assert ys[-1] >= 55 and ys[0] == 0

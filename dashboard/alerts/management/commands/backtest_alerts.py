@@ -39,7 +39,9 @@ class Command(BaseCommand):
     def add_arguments(self, parser) -> None:
         parser.add_argument("--rule", type=int, help="An existing rule's id.")
         parser.add_argument("--metric", choices=sorted(decide.METRICS - {"minutes_since_ok"}))
-        parser.add_argument("--regression-pct", type=float, help="Fire past this % worse.")
+        parser.add_argument(
+            "--regression-pct", type=float, help="Fire past this %% worse."
+        )  # argparse formats help: %% is a %
         parser.add_argument("--threshold", type=float, help="Or: an absolute threshold.")
         parser.add_argument("--recent-min", type=int, default=45)
         parser.add_argument("--baseline-h", type=int, default=24)
