@@ -128,6 +128,7 @@ class Known:
 
     silent: Collection[str] = ()  # holding started slots, heartbeat stopped: dead
     stopped: dict[str, datetime] = field(default_factory=dict)  # clean stops began
+    started: dict[str, datetime] = field(default_factory=dict)  # workers' last starts
     killed: dict[str, datetime] = field(default_factory=dict)  # restarted after dying
     db_away: dict[str, datetime] = field(default_factory=dict)  # database unreachable
     alive: int | None = None  # workers beating now (None: Redis could not say)
@@ -142,6 +143,9 @@ OVER_BUDGET = "ran past its budget"
 
 
 CLEAN_STOPS = " (Ctrl-C, SIGTERM or a deploy)"
+# A worker started again this recently is still working through what queued up while it
+# was down: slots it could not start in time were stopped by the restart, not lost.
+RESTART_GRACE = timedelta(seconds=60)
 
 
 def _since(marks: dict[str, datetime], row: DispatchedSlot, worker: str | None = None):
@@ -156,10 +160,23 @@ def _stopped_cleanly(row: DispatchedSlot, known: Known) -> str:
         if _since(known.stopped, row, row.worker) and not _since(known.killed, row, row.worker):
             return f"stopped before it could finish: {row.worker} was stopped{CLEAN_STOPS}"
         return ""
-    stopped = _since(known.stopped, row)
+    stopped = _since(known.stopped, row) or _restarting(row, known)
     if stopped:
         return f"stopped before it could start: {', '.join(stopped)} stopped{CLEAN_STOPS}"
     return ""
+
+
+def _restarting(row: DispatchedSlot, known: Known) -> list[str]:
+    """Workers stopped cleanly before the slot was queued and not yet back, or started
+    again too shortly before it to work through what queued up meanwhile (`make run`
+    restarted: its beat queues slots before its worker is ready)."""
+    names = []
+    for name, stopped_at in known.stopped.items():
+        started_at = known.started.get(name)
+        down = started_at is None or started_at < stopped_at
+        if down or started_at + RESTART_GRACE >= row.queued_at:
+            names.append(name)
+    return sorted(names)
 
 
 def _cause(row: DispatchedSlot, known: Known) -> tuple[str, str]:

@@ -40,6 +40,29 @@ def test_a_queued_slot_a_clean_stop_left_is_skipped_not_lost(make_probe):
     assert row.reason.startswith("Skipped: stopped before it could start: local@box stopped")
 
 
+@pytest.mark.parametrize(
+    ("started_after_s", "state"),
+    [(None, "skipped"), (20, "skipped"), (-30, "skipped"), (-300, "lost")],
+)
+def test_a_slot_queued_while_its_worker_restarted_is_skipped(make_probe, started_after_s, state):
+    """`make run` restarted: its beat queues slots before its worker is ready; those the
+    worker could not start in time were stopped by the restart. Long after the restart,
+    a slot left in the queue is lost (the queue backed up)."""
+    row = claimed(make_probe(interval_s=60))
+    stopped = {"local@box": row.queued_at - timedelta(minutes=10)}
+    started = {}
+    if started_after_s is not None:
+        started = {"local@box": row.queued_at + timedelta(seconds=started_after_s)}
+    known = ledger.Known(stopped=stopped, started=started, alive=1)
+
+    ledger.sweep(lambda r: None, overdue(row), known=known)
+
+    row.refresh_from_db()
+    assert row.state == state, row.reason
+    if state == "skipped":
+        assert row.reason.startswith("Skipped: stopped before it could start: local@box")
+
+
 def test_a_started_slot_its_stopped_worker_could_not_finish_is_skipped(make_probe):
     probe = make_probe(interval_s=60)
     row = claimed(probe)
