@@ -160,23 +160,30 @@ def _stopped_cleanly(row: DispatchedSlot, known: Known) -> str:
         if _since(known.stopped, row, row.worker) and not _since(known.killed, row, row.worker):
             return f"stopped before it could finish: {row.worker} was stopped{CLEAN_STOPS}"
         return ""
-    stopped = _since(known.stopped, row) or _restarting(row, known)
+    stopped = _since(known.stopped, row)
     if stopped:
         return f"stopped before it could start: {', '.join(stopped)} stopped{CLEAN_STOPS}"
+    restarting = _restarting(row, known)
+    if restarting:
+        return f"stopped before it could start: {', '.join(restarting)} was down or starting again"
     return ""
 
 
 def _restarting(row: DispatchedSlot, known: Known) -> list[str]:
-    """Workers stopped cleanly before the slot was queued and not yet back, or started
-    again too shortly before it to work through what queued up meanwhile (`make run`
-    restarted: its beat queues slots before its worker is ready)."""
-    names = []
+    """Workers that were down or only starting when the slot was queued: stopped cleanly
+    and not back yet, or started (again) too shortly before it to work through what had
+    queued up meanwhile. `make run`'s beat queues slots before its worker is ready, and
+    its embedded Redis forgets the queue across a restart: those slots were stopped by
+    the restart, not lost. A worker known to have died is not a stop."""
+    names = set()
     for name, stopped_at in known.stopped.items():
         started_at = known.started.get(name)
-        down = started_at is None or started_at < stopped_at
-        if down or started_at + RESTART_GRACE >= row.queued_at:
-            names.append(name)
-    return sorted(names)
+        if started_at is None or started_at < stopped_at:
+            names.add(name)
+    for name, started_at in known.started.items():
+        if row.queued_at <= started_at + RESTART_GRACE:
+            names.add(name)
+    return sorted(n for n in names if not _since(known.killed, row, n))
 
 
 def _cause(row: DispatchedSlot, known: Known) -> tuple[str, str]:

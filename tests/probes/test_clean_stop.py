@@ -41,19 +41,32 @@ def test_a_queued_slot_a_clean_stop_left_is_skipped_not_lost(make_probe):
 
 
 @pytest.mark.parametrize(
-    ("started_after_s", "state"),
-    [(None, "skipped"), (20, "skipped"), (-30, "skipped"), (-300, "lost")],
+    ("stopped", "started_after_s", "killed", "state"),
+    [
+        (True, None, False, "skipped"),  # stopped cleanly, not back yet
+        (True, 20, False, "skipped"),  # queued before it was back
+        (False, 20, False, "skipped"),  # its Redis forgot the stop: started after it
+        (False, -30, False, "skipped"),  # still working through the restart's queue
+        (True, -300, False, "lost"),  # long after its restart: the queue backed up
+        (False, 20, True, "lost"),  # it died and was restarted: not a stop
+    ],
 )
-def test_a_slot_queued_while_its_worker_restarted_is_skipped(make_probe, started_after_s, state):
+def test_a_slot_queued_while_its_worker_restarted_is_skipped(
+    make_probe, stopped, started_after_s, killed, state
+):
     """`make run` restarted: its beat queues slots before its worker is ready; those the
     worker could not start in time were stopped by the restart. Long after the restart,
     a slot left in the queue is lost (the queue backed up)."""
     row = claimed(make_probe(interval_s=60))
-    stopped = {"local@box": row.queued_at - timedelta(minutes=10)}
-    started = {}
-    if started_after_s is not None:
-        started = {"local@box": row.queued_at + timedelta(seconds=started_after_s)}
-    known = ledger.Known(stopped=stopped, started=started, alive=1)
+    at = row.queued_at
+    known = ledger.Known(
+        stopped={"local@box": at - timedelta(minutes=10)} if stopped else {},
+        started={}
+        if started_after_s is None
+        else {"local@box": at + timedelta(seconds=started_after_s)},
+        killed={"local@box": at + timedelta(seconds=19)} if killed else {},
+        alive=1,
+    )
 
     ledger.sweep(lambda r: None, overdue(row), known=known)
 
