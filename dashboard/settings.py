@@ -376,6 +376,7 @@ LOGGING = {
         "httpx": {"level": "WARNING"},
         "httpcore": {"level": "WARNING"},
         "celery.worker.strategy": _CELERY_TASK_LINES,
+        "celery.worker.request": _CELERY_TASK_LINES,  # "Discarding revoked task"
         "celery.app.trace": _CELERY_TASK_LINES,
     },
 }

@@ -52,6 +52,7 @@ def _free_slots_of_a_previous_run(sender, **kwargs) -> None:
     try:
         freed = caps.release_worker_slots(sender.hostname)
         clean = heartbeat.starting_again(sender.hostname)
+        heartbeat.record_mark("started", sender.hostname)
     except redis.RedisError as exc:
         log.warning("Could not free the slots of a previous %s (%s)", sender.hostname, exc)
         return
@@ -124,11 +125,13 @@ def sweep_dispatched_slots() -> dict:
     now = datetime.now(UTC)
     try:
         beats = heartbeat.read_heartbeats("worker")
-        marks = {kind: heartbeat.read_heartbeats(kind) for kind in ("stopped", "killed", "db-away")}
+        kinds = ("stopped", "started", "killed", "db-away")
+        marks = {kind: heartbeat.read_heartbeats(kind) for kind in kinds}
     except redis.RedisError:
         beats, marks = None, {}  # no heartbeats to judge by: deadlines and leases alone
     known = ledger.Known(
         stopped=marks.get("stopped", {}),
+        started=marks.get("started", {}),
         killed=marks.get("killed", {}),
         db_away=marks.get("db-away", {}),
     )

@@ -67,8 +67,9 @@ def read_heartbeats(kind: str, client: redis.Redis | None = None) -> dict[str, d
 
 
 # -- what the sweeper knows of workers that went away -----------------------------------------
-# Kinds of marks: "stopped" (a clean shutdown began), "killed" (it restarted without one),
-# "db-away" (a worker could not reach the database). read_heartbeats(kind) reads them.
+# Kinds of marks: "stopped" (a clean shutdown began), "started" (a worker started),
+# "killed" (it restarted without a clean stop), "db-away" (a worker could not reach the
+# database). read_heartbeats(kind) reads them.
 
 
 def record_mark(kind: str, name: str, client: redis.Redis | None = None) -> None:

@@ -128,6 +128,7 @@ class Known:
 
     silent: Collection[str] = ()  # holding started slots, heartbeat stopped: dead
     stopped: dict[str, datetime] = field(default_factory=dict)  # clean stops began
+    started: dict[str, datetime] = field(default_factory=dict)  # workers' last starts
     killed: dict[str, datetime] = field(default_factory=dict)  # restarted after dying
     db_away: dict[str, datetime] = field(default_factory=dict)  # database unreachable
     alive: int | None = None  # workers beating now (None: Redis could not say)
@@ -142,6 +143,9 @@ OVER_BUDGET = "ran past its budget"
 
 
 CLEAN_STOPS = " (Ctrl-C, SIGTERM or a deploy)"
+# A worker started again this recently is still working through what queued up while it
+# was down: slots it could not start in time were stopped by the restart, not lost.
+RESTART_GRACE = timedelta(seconds=60)
 
 
 def _since(marks: dict[str, datetime], row: DispatchedSlot, worker: str | None = None):
@@ -159,7 +163,27 @@ def _stopped_cleanly(row: DispatchedSlot, known: Known) -> str:
     stopped = _since(known.stopped, row)
     if stopped:
         return f"stopped before it could start: {', '.join(stopped)} stopped{CLEAN_STOPS}"
+    restarting = _restarting(row, known)
+    if restarting:
+        return f"stopped before it could start: {', '.join(restarting)} was down or starting again"
     return ""
+
+
+def _restarting(row: DispatchedSlot, known: Known) -> list[str]:
+    """Workers that were down or only starting when the slot was queued: stopped cleanly
+    and not back yet, or started (again) too shortly before it to work through what had
+    queued up meanwhile. `make run`'s beat queues slots before its worker is ready, and
+    its embedded Redis forgets the queue across a restart: those slots were stopped by
+    the restart, not lost. A worker known to have died is not a stop."""
+    names = set()
+    for name, stopped_at in known.stopped.items():
+        started_at = known.started.get(name)
+        if started_at is None or started_at < stopped_at:
+            names.add(name)
+    for name, started_at in known.started.items():
+        if row.queued_at <= started_at + RESTART_GRACE:
+            names.add(name)
+    return sorted(n for n in names if not _since(known.killed, row, n))
 
 
 def _cause(row: DispatchedSlot, known: Known) -> tuple[str, str]:

@@ -40,6 +40,42 @@ def test_a_queued_slot_a_clean_stop_left_is_skipped_not_lost(make_probe):
     assert row.reason.startswith("Skipped: stopped before it could start: local@box stopped")
 
 
+@pytest.mark.parametrize(
+    ("stopped", "started_after_s", "killed", "state"),
+    [
+        (True, None, False, "skipped"),  # stopped cleanly, not back yet
+        (True, 20, False, "skipped"),  # queued before it was back
+        (False, 20, False, "skipped"),  # its Redis forgot the stop: started after it
+        (False, -30, False, "skipped"),  # still working through the restart's queue
+        (True, -300, False, "lost"),  # long after its restart: the queue backed up
+        (False, 20, True, "lost"),  # it died and was restarted: not a stop
+    ],
+)
+def test_a_slot_queued_while_its_worker_restarted_is_skipped(
+    make_probe, stopped, started_after_s, killed, state
+):
+    """`make run` restarted: its beat queues slots before its worker is ready; those the
+    worker could not start in time were stopped by the restart. Long after the restart,
+    a slot left in the queue is lost (the queue backed up)."""
+    row = claimed(make_probe(interval_s=60))
+    at = row.queued_at
+    known = ledger.Known(
+        stopped={"local@box": at - timedelta(minutes=10)} if stopped else {},
+        started={}
+        if started_after_s is None
+        else {"local@box": at + timedelta(seconds=started_after_s)},
+        killed={"local@box": at + timedelta(seconds=19)} if killed else {},
+        alive=1,
+    )
+
+    ledger.sweep(lambda r: None, overdue(row), known=known)
+
+    row.refresh_from_db()
+    assert row.state == state, row.reason
+    if state == "skipped":
+        assert row.reason.startswith("Skipped: stopped before it could start: local@box")
+
+
 def test_a_started_slot_its_stopped_worker_could_not_finish_is_skipped(make_probe):
     probe = make_probe(interval_s=60)
     row = claimed(probe)

@@ -142,7 +142,7 @@ def test_busy_time_is_measured_then_claimed_then_assumed(db, one_slot_server):
     assert measured.busy_s == pytest.approx(4.002 * probe.workload.rounds)
 
 
-def test_capacity_plan_per_provider_and_region(db):
+def test_capacity_plan_per_provider_and_region(db, settings):
     canonical = CanonicalModel.objects.create(name="M", slug="m")
     provider = Provider.objects.create(
         name="Solo", slug="solo", base_url="http://127.0.0.1:9/v1", max_concurrency=1,
@@ -157,9 +157,9 @@ def test_capacity_plan_per_provider_and_region(db):
     busy = capacity.estimate(workload, capacity.Speed(60))
     assert plan["provider"].name == "Solo"
     assert plan["provider"].share == pytest.approx(busy / 60)
-    assert (
-        plan["region"].share == pytest.approx(busy / 60 / 4, rel=0.01) or plan["region"].limit != 4
-    )
+    per_worker = settings.WORKER_MAX_CONCURRENT_PROBES
+    assert plan["region"].limit == per_worker
+    assert plan["region"].share == pytest.approx(busy / 60 / per_worker)
     assert "Solo: probes need" in plan["provider"].describe()
 
 
