@@ -14,6 +14,7 @@ import orjson
 import pytest
 from django.core.exceptions import ValidationError
 from django.core.management import CommandError, call_command
+from django.test import Client
 from django.urls import reverse
 
 from probes import connection_check, runner
@@ -198,3 +199,13 @@ def test_a_sweep_stops_at_the_endpoints_cap_and_is_stored_with_its_steps(db, vll
     assert [s["concurrency"] for s in steps] == [1, 2, 4]
     assert ProbeRun.objects.filter(role="step").count() == 7
     assert group.status == "ok" and group.output_tps == max(s["aggregate_tps"] for s in steps)
+
+    # The API and CSV carry each step; the endpoint page draws the curve.
+    client = Client()
+    rows = client.get("/api/v1/sweeps", {"endpoint": probe.endpoint_id}).json()["steps"]
+    assert [r["concurrency"] for r in rows] == [1, 2, 4] and rows[0]["run_id"] == group.pk
+    csv_text = client.get("/api/v1/sweeps.csv", {"endpoint": probe.endpoint_id}).content.decode()
+    assert csv_text.splitlines()[0].startswith("run_id,") and len(csv_text.splitlines()) == 4
+    page = client.get(reverse("endpoint", args=[probe.endpoint_id]))
+    (line,) = page.context["sweep_curve"]["data"]
+    assert line["text"] == ["1", "2", "4"]
