@@ -209,3 +209,5 @@ def test_a_sweep_stops_at_the_endpoints_cap_and_is_stored_with_its_steps(db, vll
     page = client.get(reverse("endpoint", args=[probe.endpoint_id]))
     (line,) = page.context["sweep_curve"]["data"]
     assert line["text"] == ["1", "2", "4"]
+    run_page = client.get(reverse("run", args=[group.pk])).content.decode()
+    assert 'id="sweep-steps"' in run_page and "goodput counts the requests" in run_page
