@@ -8,7 +8,13 @@ import pytest
 from probes import runner
 from probes.models import CanonicalModel, Endpoint, Probe, ProbeRun, Provider, Workload
 from probes.simulator import PowerModel, Profile, ServerTraits, start_in_thread
-from tests.dashboard.web.test_browser import CHROMIUM, browser, page, trace_count  # noqa: F401
+from tests.dashboard.web import test_browser as chromium
+from tests.dashboard.web.test_browser import CHROMIUM, trace_count
+
+# The same Chromium and checked page (console errors, CSP violations, hosts) as the
+# other browser tests.
+browser = chromium.browser
+page = chromium.page
 
 pytestmark = [
     pytest.mark.browser,
