@@ -218,6 +218,24 @@ def spec(base_url: str) -> dict:
                     },
                 }
             },
+            "/api/v1/sweeps": {
+                "get": {
+                    "summary": "Concurrency sweeps: one row per step of each sweep run's curve",
+                    "parameters": [
+                        _param("endpoint", "Endpoint id."),
+                        _param("workload", "Workload slug (a sweep)."),
+                        _param("region", "Probe region."),
+                        _param("since", _TIME.format("start (inclusive)"), schema=_DATE_TIME),
+                        _param("until", _TIME.format("end (exclusive)"), schema=_DATE_TIME),
+                        _param("limit", "Sweep runs, newest first.", schema={"type": "integer"}),
+                        _FORMAT,
+                    ],
+                    "responses": {
+                        "200": _ok("Sweep steps", {"steps": {"type": "array"}}),
+                        "400": _ERROR,
+                    },
+                }
+            },
             "/api/v1/catalog": {
                 "get": {
                     "summary": "Providers, models, endpoints with current prices, workloads",

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dashboard.charts import PALETTE, _figure, _grid
+from dashboard.web import sweeps
 from probes.engine import servermetrics
 from probes.models import Endpoint, ProbeRun
 
@@ -114,6 +115,7 @@ def endpoint_context(endpoint: Endpoint) -> dict:
         else None
     )
     return {
+        "sweep_curve": sweeps.curve(endpoint),
         "server_lacks": lacking(endpoint, latest),
         "server_chart": recent_chart(endpoint) if endpoint.server_metrics_url else None,
     }

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from dashboard.web import annotations, api, api_docs, badges, openapi, prometheus, views
+from dashboard.web import annotations, api, api_docs, badges, openapi, prometheus, sweeps, views
 
 urlpatterns = [
     path("", views.leaderboard, name="leaderboard"),
@@ -28,6 +28,8 @@ urlpatterns = [
     path("api/v1/series.csv", api.series, {"csv_suffix": True}, name="api-series-csv"),
     path("api/v1/runs", api.runs, name="api-runs"),
     path("api/v1/runs.csv", api.runs, {"csv_suffix": True}, name="api-runs-csv"),
+    path("api/v1/sweeps", sweeps.sweeps, name="api-sweeps"),
+    path("api/v1/sweeps.csv", sweeps.sweeps, {"csv_suffix": True}, name="api-sweeps-csv"),
     path("api/v1/catalog", api.catalog, name="api-catalog"),
     path("api/v1/catalog.csv", api.catalog, {"csv_suffix": True}, name="api-catalog-csv"),
 ]

@@ -122,7 +122,8 @@ class ProbeRun(models.Model):
     server_output_tps = models.FloatField(null=True, blank=True)
     server_prefill_tps = models.FloatField(null=True, blank=True)
     # A self-hosted server's side, from its /metrics and power counter (contract).
-    server_window = models.CharField(max_length=12, blank=True)
+    # A database default too: bulk writers (generate_history's COPY) need not name them.
+    server_window = models.CharField(max_length=12, blank=True, default="", db_default="")
     server_running_requests = models.FloatField(null=True, blank=True)
     server_waiting_requests = models.FloatField(null=True, blank=True)
     server_kv_cache_pct = models.FloatField(null=True, blank=True)
@@ -135,7 +136,7 @@ class ProbeRun(models.Model):
     tps_per_w = models.FloatField(null=True, blank=True)
     energy_above_idle_j = models.FloatField(null=True, blank=True)
     output_tokens_per_j_above_idle = models.FloatField(null=True, blank=True)
-    energy_window = models.CharField(max_length=8, blank=True)
+    energy_window = models.CharField(max_length=8, blank=True, default="", db_default="")
 
     usage = models.JSONField(null=True, blank=True)
     server_timing = models.JSONField(null=True, blank=True)

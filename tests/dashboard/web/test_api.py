@@ -147,6 +147,7 @@ def test_the_openapi_description_names_every_path_and_metric(client, db):
         "/api/v1/leaderboard",
         "/api/v1/series",
         "/api/v1/runs",
+        "/api/v1/sweeps",
         "/api/v1/catalog",
     }
     row = spec["paths"]["/api/v1/leaderboard"]["get"]["responses"]["200"]["content"][

@@ -136,8 +136,8 @@ def test_tokens_per_joule_follow_the_simulated_dcgm_model_over_20_runs():
             if result.output_tokens_per_j_above_idle is not None:
                 above_idle.append(result.output_tokens_per_j_above_idle * POWER.j_per_token)
         assert len(above_idle) == 20
-        # Each run within 5 % (the reads' own timing on a loaded machine), 20 within 2 %.
-        assert all(r == pytest.approx(1.0, rel=0.05) for r in totals), totals
+        # Each run within 10 % (the reads' own timing on a loaded machine), 20 within 2 %.
+        assert all(r == pytest.approx(1.0, rel=0.10) for r in totals), totals
         assert sum(totals) / len(totals) == pytest.approx(1.0, rel=0.02), totals
         assert sum(above_idle) / 20 == pytest.approx(1.0, rel=0.02), above_idle
         assert result.energy_j_per_token == pytest.approx(1 / result.output_tokens_per_j, rel=1e-3)
