@@ -337,7 +337,7 @@ RAW_RUN_RETENTION_DAYS = env_int("RAW_RUN_RETENTION_DAYS", 90, minimum=1)
 # Runs faster than this share of the worker's own measured ceiling are flagged.
 CLIENT_BOUND_MARGIN = env_float("CLIENT_BOUND_MARGIN", 0.8, minimum=0.0)
 SIMULATOR_URL = env_str("SIMULATOR_URL", "http://127.0.0.1:8765")
-# OpenTelemetry push of every measured request (probes/telemetry.py): an OTLP/HTTP base URL
+# OpenTelemetry push of every measured request (probes/otel.py): an OTLP/HTTP base URL
 # such as http://collector:4318. Empty: off.
 OTEL_EXPORTER_OTLP_ENDPOINT = env_str("OTEL_EXPORTER_OTLP_ENDPOINT", "")
 

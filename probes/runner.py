@@ -17,7 +17,7 @@ from typing import Any
 from django.conf import settings
 from django.db import connection
 
-from probes import groups, prompts, recording, selfhosted, workloads
+from probes import groups, otel, prompts, recording, selfhosted, workloads
 from probes.engine import (
     Limits,
     Prices,
@@ -205,15 +205,23 @@ def run_slot(
     key = provider.resolve_key()
     problem = key.problem or missing_key(provider, key)
 
-    telemetry = selfhosted.telemetry_for(endpoint)
+    server_telemetry = selfhosted.telemetry_for(endpoint)
 
     def new_request(messages, body, headers, include_text) -> ProbeRequest:
         return build_request(
-            probe, price, key.value, max_total_s, messages, body, headers, include_text, telemetry
+            probe,
+            price,
+            key.value,
+            max_total_s,
+            messages,
+            body,
+            headers,
+            include_text,
+            server_telemetry,
         )
 
     recorded: list[int] = []  # indexes sunk by this attempt
-    target = telemetry.Target(
+    target = otel.Target(
         provider.slug, endpoint.model_id, provider.base_url, probe.workload.slug, region
     )
 
@@ -234,8 +242,7 @@ def run_slot(
         if recording.record(m.result, ctx, retry_db_for_s) == "spooled":
             outcome.spooled += 1
         if m.role != "group":  # a group's summary row is not a request
-            telemetry.export(m.result, target)
-        if m.role != "group":
+            otel.export(m.result, target)
             outcome.results.append(m.result)
         recorded.append(m.index)
 
@@ -271,7 +278,7 @@ def run_slot(
         except Exception as exc:
             _close_cut_short(probe.workload, done, recorded, exc, sink)
             raise
-    if telemetry is not None:
+    if server_telemetry is not None:
         selfhosted.remember_energy(endpoint.pk, outcome.results)
     limited = next((r for r in outcome.results if r.status == "rate_limited"), None)
     if limited is not None:

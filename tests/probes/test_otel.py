@@ -15,11 +15,11 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
 )
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
-from probes import runner, telemetry
+from probes import otel, runner
 from probes.engine.buckets import SECONDS_EDGES
 from probes.engine.result import RunResult
 
-TARGET = telemetry.Target("cerebras", "llama-3.3-70b", "https://api.cerebras.ai/v1", "chat", "eu")
+TARGET = otel.Target("cerebras", "llama-3.3-70b", "https://api.cerebras.ai/v1", "chat", "eu")
 
 
 def streamed(tokens_per_s: float, ttft_ms: float = 80.0, tokens: int = 300) -> RunResult:
@@ -50,39 +50,37 @@ def bucket_of(point, value: float) -> int:
 
 def test_each_request_becomes_genai_client_metrics_in_seconds():
     reader = InMemoryMetricReader()
-    metrics = telemetry.RunMetrics(reader)
+    metrics = otel.RunMetrics(reader)
     metrics.record(streamed(2100), TARGET)
     metrics.record(RunResult(status="timeout", e2e_ms=30_000.0), TARGET)
 
     got = points(reader)
     assert set(got) == {
-        telemetry.DURATION,
-        telemetry.TIME_TO_FIRST_CHUNK,
-        telemetry.TIME_PER_OUTPUT_CHUNK,
-        telemetry.TOKEN_USAGE,
+        otel.DURATION,
+        otel.TIME_TO_FIRST_CHUNK,
+        otel.TIME_PER_OUTPUT_CHUNK,
+        otel.TOKEN_USAGE,
     }
-    ok, failed = sorted(got[telemetry.DURATION], key=lambda p: "error.type" in p.attributes)
+    ok, failed = sorted(got[otel.DURATION], key=lambda p: "error.type" in p.attributes)
     assert ok.attributes["gen_ai.provider.name"] == "cerebras"
     assert ok.attributes["gen_ai.request.model"] == "llama-3.3-70b"
     assert ok.attributes["server.address"] == "api.cerebras.ai"
     assert ok.attributes["server.port"] == 443
     assert failed.attributes["error.type"] == "timeout"
     assert failed.sum == pytest.approx(30.0)
-    (first_chunk,) = got[telemetry.TIME_TO_FIRST_CHUNK]
+    (first_chunk,) = got[otel.TIME_TO_FIRST_CHUNK]
     assert first_chunk.sum == pytest.approx(0.080)
     assert tuple(first_chunk.explicit_bounds) == SECONDS_EDGES
-    usage = {p.attributes["gen_ai.token.type"]: p.sum for p in got[telemetry.TOKEN_USAGE]}
+    usage = {p.attributes["gen_ai.token.type"]: p.sum for p in got[otel.TOKEN_USAGE]}
     assert usage == {"input": 1000, "output": 300}
 
 
 def test_2100_and_150_tokens_per_second_fall_in_different_buckets():
     reader = InMemoryMetricReader()
-    metrics = telemetry.RunMetrics(reader)
+    metrics = otel.RunMetrics(reader)
     metrics.record(streamed(2100), TARGET)
-    metrics.record(streamed(150), telemetry.Target("slow", "m", "http://10.0.0.2:8000/v1"))
-    fast, slow = sorted(
-        points(reader)[telemetry.TIME_PER_OUTPUT_CHUNK], key=lambda p: p.sum / p.count
-    )
+    metrics.record(streamed(150), otel.Target("slow", "m", "http://10.0.0.2:8000/v1"))
+    fast, slow = sorted(points(reader)[otel.TIME_PER_OUTPUT_CHUNK], key=lambda p: p.sum / p.count)
     assert fast.sum == pytest.approx(1 / 2100)
     assert slow.attributes["server.port"] == 8000
     assert bucket_of(fast, fast.sum) != bucket_of(slow, slow.sum)
@@ -91,8 +89,8 @@ def test_2100_and_150_tokens_per_second_fall_in_different_buckets():
 
 def test_nothing_is_exported_unless_the_endpoint_is_set(settings):
     settings.OTEL_EXPORTER_OTLP_ENDPOINT = ""
-    telemetry.export(streamed(500), TARGET)
-    assert telemetry._METRICS == {}
+    otel.export(streamed(500), TARGET)
+    assert otel._METRICS == {}
 
 
 # -- a real OTLP/HTTP receiver on loopback ----------------------------------------------------
@@ -141,27 +139,27 @@ def receiver(settings) -> Iterator[Receiver]:
     thread.start()
     settings.OTEL_EXPORTER_OTLP_ENDPOINT = server.url
     yield server
-    telemetry.shutdown()
+    otel.shutdown()
     server.shutdown()
     server.server_close()
 
 
 def test_a_loopback_receiver_gets_the_genai_metrics_over_otlp_http(receiver):
-    telemetry.export(streamed(2100), TARGET)
-    telemetry.flush()
+    otel.export(streamed(2100), TARGET)
+    otel.flush()
     assert receiver.requests, "nothing arrived"
     assert {path for path, _ in receiver.requests} == {"/v1/metrics"}
     assert receiver.metric_names() >= {
-        telemetry.DURATION,
-        telemetry.TIME_TO_FIRST_CHUNK,
-        telemetry.TIME_PER_OUTPUT_CHUNK,
-        telemetry.TOKEN_USAGE,
+        otel.DURATION,
+        otel.TIME_TO_FIRST_CHUNK,
+        otel.TIME_PER_OUTPUT_CHUNK,
+        otel.TOKEN_USAGE,
     }
     _, request = receiver.requests[-1]
     metric = next(
         m
         for m in request.resource_metrics[0].scope_metrics[0].metrics
-        if m.name == telemetry.TIME_TO_FIRST_CHUNK
+        if m.name == otel.TIME_TO_FIRST_CHUNK
     )
     (point,) = metric.histogram.data_points
     assert metric.unit == "s" and tuple(point.explicit_bounds) == SECONDS_EDGES
@@ -172,14 +170,14 @@ def test_a_loopback_receiver_gets_the_genai_metrics_over_otlp_http(receiver):
 def test_the_runner_exports_every_request_it_measures(receiver, make_probe):
     probe = make_probe("sim-fast")
     runner.run_slot(probe, datetime(2026, 6, 1, tzinfo=UTC), "w1", "local")
-    telemetry.flush()
+    otel.flush()
     points = [
         point
         for _, request in receiver.requests
         for resource in request.resource_metrics
         for scope in resource.scope_metrics
         for metric in scope.metrics
-        if metric.name == telemetry.DURATION
+        if metric.name == otel.DURATION
         for point in metric.histogram.data_points
     ]
     assert points and points[-1].count == 1
