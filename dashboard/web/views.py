@@ -27,7 +27,7 @@ from dashboard.models import ROLLUP_METRICS
 from dashboard.queries import aggregates, history
 from dashboard.queries import filters as query_filters
 from dashboard.queries import leaderboard as leaderboards
-from dashboard.web import server_side
+from dashboard.web import badges, server_side
 from dashboard.web.caching import cacheable
 from dashboard.web.marks import history_marks
 from probes.engine import contract
@@ -288,6 +288,9 @@ def endpoint_page(request: HttpRequest, pk: int) -> HttpResponse:
     endpoint = get_object_or_404(
         Endpoint.objects.select_related("provider", "canonical_model"), pk=pk
     )
+    probes = list(endpoint.probes.select_related("workload"))
+    # Speed badges are per workload: the one the endpoint's first probe measures.
+    badge_workload = probes[0].workload.slug if probes else ""
     return _history_page(
         request,
         endpoint,
@@ -296,7 +299,8 @@ def endpoint_page(request: HttpRequest, pk: int) -> HttpResponse:
         {"endpoint": endpoint},
         endpoint=endpoint,
         price=endpoint.current_price,
-        probes=endpoint.probes.select_related("workload"),
+        probes=probes,
+        badges=badges.endpoint_badge_links(request, endpoint, badge_workload),
         probe_skips=ledger.skips_by(
             "probe_id",
             list(endpoint.probes.values_list("pk", flat=True)),
