@@ -364,7 +364,8 @@ METRICS_BEARER_TOKEN = env_secret("METRICS_BEARER_TOKEN")
 
 LOG_LEVEL = env_str("LOG_LEVEL", "INFO")
 # A worker's log has one line per slot outcome at most (probes/tasks.py): Celery's own
-# per-task "received" and "succeeded" lines only with LOG_LEVEL=DEBUG.
+# per-task "received" and "succeeded" lines, and beat's "Sending due task" every few
+# seconds, only with LOG_LEVEL=DEBUG.
 _CELERY_TASK_LINES = {"level": "DEBUG" if LOG_LEVEL.upper() == "DEBUG" else "WARNING"}
 LOGGING = {
     "version": 1,
@@ -378,5 +379,6 @@ LOGGING = {
         "celery.worker.strategy": _CELERY_TASK_LINES,
         "celery.worker.request": _CELERY_TASK_LINES,  # "Discarding revoked task"
         "celery.app.trace": _CELERY_TASK_LINES,
+        "celery.beat": _CELERY_TASK_LINES,
     },
 }
