@@ -9,7 +9,6 @@ run with its status. Only bad arguments (not a probe id, no such probe) exit non
 
 from __future__ import annotations
 
-import random
 import socket
 import time
 from typing import Any
@@ -21,7 +20,6 @@ from dashboard.web.api import run_as_dict
 from probes import runner
 from probes.models import Probe, ProbeRun
 from probes.scheduling import caps
-from probes.tasks import BUSY_RETRY_S
 
 DEFAULT_WAIT_S = 60.0
 
@@ -72,20 +70,17 @@ class Command(BaseCommand):
         self._print([run_as_dict(run) for run in runs], why_not, options["json"])
 
     def _run(self, probe: Probe, wait_s: float) -> tuple[runner.SlotOutcome | None, str | None]:
-        """runner.run_slot as the run_probe task calls it: a busy cap is tried again
-        after a short random pause (for up to wait_s), a backing-off provider is left
-        alone."""
+        """runner.run_slot as the run_probe task calls it: a full cap is waited for in
+        turn (for up to wait_s, behind the slots already waiting), a backing-off provider
+        is left alone."""
         worker = f"cli@{socket.gethostname()}"
-        deadline = time.monotonic() + wait_s
-        while True:
-            try:
-                return runner.run_slot(probe, None, worker, probe.region), None
-            except runner.BackingOff as backing_off:
-                return None, f"not run: {backing_off}"
-            except caps.Busy as busy:
-                if time.monotonic() >= deadline:
-                    return None, f"not run: {busy} (waited {wait_s:g} s)"
-                time.sleep(random.uniform(*BUSY_RETRY_S))
+        wait = caps.Wait(time.time() + wait_s, probe.workload.slug)
+        try:
+            return runner.run_slot(probe, None, worker, probe.region, wait=wait), None
+        except runner.BackingOff as backing_off:
+            return None, f"not run: {backing_off}"
+        except caps.Busy as busy:
+            return None, f"not run: {busy} (waited {wait_s:g} s)"
 
     def _print(self, rows: list[dict], why_not: str | None, as_json: bool) -> None:
         if as_json:

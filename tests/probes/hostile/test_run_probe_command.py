@@ -67,7 +67,7 @@ def test_a_backing_off_provider_is_left_alone(probe):
     assert not ProbeRun.objects.exists()
 
 
-def test_a_full_cap_is_waited_for_then_reported(probe, clean_redis):
+def test_a_full_cap_is_waited_for_in_turn_then_reported_with_its_holder(probe, clean_redis):
     provider = probe.endpoint.provider
     provider.max_concurrency = 1
     provider.save()
@@ -75,7 +75,7 @@ def test_a_full_cap_is_waited_for_then_reported(probe, clean_redis):
 
     printed = json.loads(run_probe(str(probe.pk), "--json", "--wait", "0.3"))
 
-    assert printed["runs"] == [] and "concurrency cap" in printed["note"]
+    assert printed["runs"] == [] and "busy: 1 of 1 slots held by" in printed["note"]
     assert not ProbeRun.objects.exists()
 
 
