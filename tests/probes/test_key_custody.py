@@ -249,10 +249,10 @@ def test_credentials_in_the_base_url_are_refused(admin_client, url):
 
 
 def test_a_provider_is_named_after_host_and_port_never_user_info():
-    from probes.admin_add_endpoint import _default_name
+    from probes.onboarding import provider_name
 
-    assert _default_name("http://10.20.30.40:8080/v1") == "10.20.30.40:8080"
-    assert _default_name("https://ops:pass@api.acme.example/v1") == "api.acme.example"
+    assert provider_name("http://10.20.30.40:8080/v1") == "10.20.30.40:8080"
+    assert provider_name("https://ops:pass@api.acme.example/v1") == "api.acme.example"
 
 
 def test_an_address_the_egress_policy_refuses_is_refused_when_saved(admin_client):
