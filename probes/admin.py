@@ -168,6 +168,10 @@ class EndpointInline(admin.TabularInline):
 @admin.register(Provider)
 class ProviderAdmin(admin.ModelAdmin):
     form = ProviderForm
+
+    class Media:
+        css = {"all": ["css/admin.css"]}  # the capacity column's colours
+
     list_display = [
         "name",
         "api_style",

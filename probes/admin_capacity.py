@@ -28,8 +28,9 @@ def utilisation_cell(provider: Provider) -> str:
     use = provider_use(provider)
     if use is None:
         return "–"
-    colour = {"over": "#ba2121", "tight": "#b26b00", "fits": "inherit"}[use.state]
-    return format_html('<span style="color:{}">{}</span>', colour, f"{use.share:.0%}")
+    # Classes, not inline styles: the Content-Security-Policy allows no inline style.
+    css = {"over": "iw-failed", "tight": "iw-warning", "fits": ""}[use.state]
+    return format_html('<span class="{}">{}</span>', css, f"{use.share:.0%}")
 
 
 def utilisation_text(provider: Provider) -> str:

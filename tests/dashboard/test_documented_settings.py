@@ -181,7 +181,7 @@ def test_our_own_settings_are_used_by_the_code():
         if not hasattr(global_settings, name) and not name.startswith("CELERY_")
     }
     # Used inside settings.py itself, or consumed by Django or whitenoise by name.
-    internal = {"BASE_DIR", "PRODUCTION", "TESTING", "INFERWATCH_ENV", "VAR_DIR"}
+    internal = {"BASE_DIR", "PRODUCTION", "TESTING", "INFERWATCH_ENV", "VAR_DIR", "LOG_LEVEL"}
     internal |= {"ROOT_URLCONF", "WHITENOISE_USE_FINDERS"}
     code = "\n".join(
         path.read_text()

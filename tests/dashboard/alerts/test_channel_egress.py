@@ -13,16 +13,19 @@ from dashboard.alerts.transports.http import bounded_post
 
 @pytest.fixture(autouse=True)
 def loopback_only(monkeypatch) -> list[str]:
+    """Every address an alert request really connects to (alert transports go through the
+    engine's bounded request, on httpcore's async backend); anything but loopback is
+    refused here, before a socket exists, whatever the policy under test decided."""
     opened: list[str] = []
-    real = httpcore.SyncBackend.connect_tcp
+    real = httpcore.AnyIOBackend.connect_tcp
 
-    def guarded(self, host, port, *args, **kwargs):
+    async def guarded(self, host, port, *args, **kwargs):
         opened.append(host)
         if host not in ("127.0.0.1", "::1"):
             raise AssertionError(f"the test tried to connect to {host}")
-        return real(self, host, port, *args, **kwargs)
+        return await real(self, host, port, *args, **kwargs)
 
-    monkeypatch.setattr(httpcore.SyncBackend, "connect_tcp", guarded)
+    monkeypatch.setattr(httpcore.AnyIOBackend, "connect_tcp", guarded)
     return opened
 
 
