@@ -240,7 +240,8 @@ def history(
     """Median line per endpoint with its p25–p75 band and p95, over the window, with the
     alerts and configuration changes inside it (web/marks.py)."""
     fig = _figure(
-        f"{METRICS[metric].label}, median, p25–p75 and p95",
+        # Short: a longer title is cut at a phone's width.
+        f"{METRICS[metric].label}: median, IQR, p95",
         # Endpoints overlaid (a model page): one hover lists them all at that time.
         hovermode="x unified",
         xaxis=_window_axis(span, [p.t for h in histories for p in h.series.get(metric, [])]),
