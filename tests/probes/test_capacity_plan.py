@@ -84,7 +84,7 @@ def test_the_provider_list_and_page_show_the_share_of_its_cap(admin_client, llam
 
     listing = admin_client.get(reverse("admin:probes_provider_changelist")).content.decode()
     assert "Cap used" in listing
-    assert '<span style="color:#ba2121">' in listing  # over its cap: in red
+    assert '<span class="iw-failed">' in listing  # over its cap: in red
     page = admin_client.get(reverse("admin:probes_provider_change", args=[provider.pk]))
     text = page.content.decode()
     assert "llama: probes need" in text and "Raise max concurrency or lengthen" in text
