@@ -62,7 +62,7 @@ def skips_cell(probe: Probe) -> str:
     if not count:
         return "–"
     return format_html(
-        '<span title="{}">{} skipped</span><br><small>{}</small>', reason, count, reason[:90]
+        '<span title="{}">{} in 24 h</span><br><small>{}</small>', reason, count, reason[:90]
     )
 
 
