@@ -4,7 +4,6 @@ refused too under the stricter setting. No packet leaves loopback (the backend i
 
 from __future__ import annotations
 
-import httpcore
 import pytest
 
 from dashboard.alerts.transports import TransportError
@@ -12,21 +11,8 @@ from dashboard.alerts.transports.http import bounded_post
 
 
 @pytest.fixture(autouse=True)
-def loopback_only(monkeypatch) -> list[str]:
-    """Every address an alert request really connects to (alert transports go through the
-    engine's bounded request, on httpcore's async backend); anything but loopback is
-    refused here, before a socket exists, whatever the policy under test decided."""
-    opened: list[str] = []
-    real = httpcore.AnyIOBackend.connect_tcp
-
-    async def guarded(self, host, port, *args, **kwargs):
-        opened.append(host)
-        if host not in ("127.0.0.1", "::1"):
-            raise AssertionError(f"the test tried to connect to {host}")
-        return await real(self, host, port, *args, **kwargs)
-
-    monkeypatch.setattr(httpcore.AnyIOBackend, "connect_tcp", guarded)
-    return opened
+def _no_packet_leaves_loopback(loopback_only: list[str]) -> None:
+    """tests/conftest.py's guard, for every test here."""
 
 
 def test_a_webhook_at_the_metadata_address_is_refused_permanently(loopback_only):

@@ -8,7 +8,6 @@ import socket
 import ssl
 from collections.abc import Iterator
 
-import httpcore
 import pytest
 
 from probes.engine import ProbeRequest, client, egress, measure_sync
@@ -25,20 +24,8 @@ def default_policy() -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True)
-def loopback_only(monkeypatch) -> list[str]:
-    """Every address the engine really connects to; anything but loopback is refused
-    here, before a socket exists, whatever the policy under test decided."""
-    opened: list[str] = []
-    real = httpcore.AnyIOBackend.connect_tcp
-
-    async def guarded(self, host, port, *args, **kwargs):
-        opened.append(host)
-        if host not in ("127.0.0.1", "::1"):
-            raise AssertionError(f"the test tried to connect to {host}")
-        return await real(self, host, port, *args, **kwargs)
-
-    monkeypatch.setattr(httpcore.AnyIOBackend, "connect_tcp", guarded)
-    return opened
+def _no_packet_leaves_loopback(loopback_only: list[str]) -> None:
+    """tests/conftest.py's guard, for every test here."""
 
 
 def fake_dns(monkeypatch, answers: dict[str, list[list[str]]]) -> list[str]:
