@@ -17,9 +17,9 @@ from django.conf import settings  # lazy: reads nothing until an attribute is us
 
 from dashboard import broker
 from dashboard.alerts.schedule import ALERTS_BEAT_SCHEDULE
-from probes import worker_pool
 from probes.disk_flush import install_disk_flush
 from probes.engine import tokens
+from probes.platform import worker_pool
 from probes.scheduling.heartbeat import install_worker_heartbeat
 
 
@@ -44,7 +44,8 @@ def get_app() -> Celery:
     app.on_after_configure.connect(_install_beat_schedule, weak=False)
     celeryd_after_setup.connect(_consume_region_queue, weak=False)
     worker_init.connect(_load_tokenizer, weak=False)
-    # Threads pool: every measurement of the worker on one event loop (probes/worker_pool.py).
+    # Threads pool: every measurement of the worker on one event loop
+    # (probes/platform/worker_pool.py).
     worker_pool.install()
     app.set_default()
     return app

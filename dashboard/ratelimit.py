@@ -25,7 +25,7 @@ import redis
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from probes.redis_client import redis_client
+from probes.platform.redis_client import redis_client
 
 log = logging.getLogger(__name__)
 

@@ -30,7 +30,7 @@ from dashboard.histogram import bucket_sql
 from dashboard.models import RollupWatermark, RunRollup
 from probes.engine.contract import ROLLUP_METRICS, SPEED_METRICS, USAGE_TOKEN_SOURCES
 from probes.models import ProbeRun
-from probes.timefloors import floor_day, floor_hour
+from probes.platform.timefloors import floor_day, floor_hour
 
 log = logging.getLogger(__name__)
 

@@ -82,7 +82,7 @@ SECRET_KEY_FALLBACKS = env_secret_list("SECRET_KEY_FALLBACKS")
 # never derive the key from an empty string.
 FIELD_ENCRYPTION_KEY = env_secret("FIELD_ENCRYPTION_KEY") or SECRET_KEY
 # Old field keys, still decrypting stored API keys until each is saved again (re-encrypted
-# under the current key) or `manage.py rotate_keys` has run (probes/secrets.py).
+# under the current key) or `manage.py rotate_keys` has run (probes/platform/secrets.py).
 FIELD_ENCRYPTION_KEY_FALLBACKS = env_secret_list("FIELD_ENCRYPTION_KEY_FALLBACKS")
 
 # Which environment variables a provider's "API key environment variable" may name
@@ -119,7 +119,7 @@ def _key_env_hosts(pairs: list[str]) -> dict[str, list[str]]:
 
 
 # Which hosts a key variable may be sent to, besides the catalog vendors' own bindings
-# (OPENAI_API_KEY to api.openai.com ...; probes/secrets.py): comma-separated VARIABLE=host
+# (OPENAI_API_KEY to api.openai.com ...; probes/platform/secrets.py): comma-separated VARIABLE=host
 # pairs. Only a superuser may pair a variable with a host it is not bound to.
 PROVIDER_KEY_ENV_HOSTS = _key_env_hosts(env_list("PROVIDER_KEY_ENV_HOSTS"))
 
@@ -322,7 +322,7 @@ CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 PROBE_REGION = env_str("PROBE_REGION", "local")
 WORKER_MAX_CONCURRENT_PROBES = env_int("WORKER_MAX_CONCURRENT_PROBES", 64, minimum=1)
 # A worker's task bodies run in threads and its measurements on one event loop
-# (probes/worker_pool.py): a probe in flight costs a thread, not a process. "prefork" (a
+# (probes/platform/worker_pool.py): a probe in flight costs a thread, not a process. "prefork" (a
 # process per probe) is the old way, kept as the capacity benchmark's baseline. An
 # environment variable, not `--pool`: Celery lets configuration win over `--pool prefork`.
 CELERY_WORKER_POOL = env_str("WORKER_POOL", "threads")
@@ -337,7 +337,7 @@ RAW_RUN_RETENTION_DAYS = env_int("RAW_RUN_RETENTION_DAYS", 90, minimum=1)
 # Runs faster than this share of the worker's own measured ceiling are flagged.
 CLIENT_BOUND_MARGIN = env_float("CLIENT_BOUND_MARGIN", 0.8, minimum=0.0)
 SIMULATOR_URL = env_str("SIMULATOR_URL", "http://127.0.0.1:8765")
-# OpenTelemetry push of every measured request (probes/otel.py): an OTLP/HTTP base URL
+# OpenTelemetry push of every measured request (probes/platform/otel.py): an OTLP/HTTP base URL
 # such as http://collector:4318. Empty: off.
 OTEL_EXPORTER_OTLP_ENDPOINT = env_str("OTEL_EXPORTER_OTLP_ENDPOINT", "")
 

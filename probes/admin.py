@@ -18,7 +18,7 @@ from django.http import HttpRequest
 from django.urls import path
 from django.utils.html import format_html
 
-from probes import admin_actions, admin_add_endpoint, admin_capacity, onboarding, secrets
+from probes import admin_actions, admin_add_endpoint, admin_capacity, onboarding
 from probes.models import (
     CanonicalModel,
     Claim,
@@ -34,6 +34,7 @@ from probes.models import (
 )
 from probes.models.providers import origin, url_without_password
 from probes.models.validators import validate_headers
+from probes.platform import secrets
 
 PRICE_FIELDS = ["effective_from", "input_per_m", "cached_input_per_m", "output_per_m", "source_url"]
 _NEGATIVE_PRICE = {"min_value": "A price cannot be negative."}

@@ -18,8 +18,9 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
 
-from probes import connection_check, runner, secrets
+from probes import connection_check, runner
 from probes.engine import Limits, ProbeRequest, RunResult, measure_sync
+from probes.platform import secrets
 from probes.scheduling import caps
 
 MAX_ROWS = 3

@@ -25,7 +25,7 @@ from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
-from probes import connection_check, onboarding, secrets
+from probes import connection_check, onboarding
 from probes.models import (
     API_STYLES,
     TOKEN_COUNTERS,
@@ -34,6 +34,7 @@ from probes.models import (
     validate_env_name,
 )
 from probes.models.validators import validate_metrics_url
+from probes.platform import secrets
 
 SESSION_KEY = "add_endpoint_api_key"
 

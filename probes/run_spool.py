@@ -33,7 +33,7 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connection
 
 from probes.models import ProbeRun
-from probes.redis_client import redis_client
+from probes.platform.redis_client import redis_client
 from probes.run_rows import insert_or_stand_in, is_connection_error, refused_row
 
 log = logging.getLogger(__name__)

@@ -13,7 +13,7 @@ import logging
 
 from probes.engine.result import RunResult
 from probes.engine.telemetry import Telemetry
-from probes.redis_client import redis_client
+from probes.platform.redis_client import redis_client
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from dashboard.alerts.decide import Stats
 from dashboard.models import RunRollup
 from probes.engine.contract import SPEED_METRICS
 from probes.models import ProbeRun
-from probes.timefloors import floor_hour
+from probes.platform.timefloors import floor_hour
 
 Series = tuple[int, int, str]  # endpoint id, workload id, region
 # Baselines at least this long come from hourly rollups rather than every raw run.

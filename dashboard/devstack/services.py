@@ -71,7 +71,7 @@ def check_redis_url(url: str, variable: str = "CELERY_BROKER_URL") -> None:
     """Raise StackError with one line when `url` is not a reachable Redis."""
     import redis
 
-    from probes.redis_client import redis_client
+    from probes.platform.redis_client import redis_client
 
     try:
         client = redis_client(url, timeout_s=3.0)
@@ -222,7 +222,7 @@ class EmbeddedRedis:
         """Stop a server left running by a killed run (it saves its snapshot first)."""
         import redis
 
-        from probes.redis_client import redis_client
+        from probes.platform.redis_client import redis_client
 
         if self.socket_path.exists():
             try:

@@ -34,7 +34,7 @@ from dashboard.definitions import PERCENTILES
 from dashboard.models import ROLLUP_METRICS, RunRollup, SnapshotBuild, WindowSnapshot
 from probes.engine.contract import SPEED_METRICS, answer_checked, approx_tokens
 from probes.models import ProbeRun, Workload
-from probes.timefloors import floor_day, floor_hour
+from probes.platform.timefloors import floor_day, floor_hour
 
 T = TypeVar("T")
 K = TypeVar("K")

@@ -18,7 +18,7 @@ from dashboard.devstack.supervisor import describe_exit
 from dashboard.env import first_line, url_without_password
 from probes import run_spool
 from probes.models import ProbeRun, Provider
-from probes.redis_client import redis_client
+from probes.platform.redis_client import redis_client
 from probes.scheduling import capacity, heartbeat, ledger, planner
 
 OK, WARN, FAIL = "ok", "warn", "fail"

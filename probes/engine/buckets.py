@@ -1,5 +1,5 @@
 """Histogram bucket edges in seconds, shared by /metrics (dashboard/prom_buckets.py) and the
-OpenTelemetry push (probes/otel.py), so a scraped and a pushed histogram compare.
+OpenTelemetry push (probes/platform/otel.py), so a scraped and a pushed histogram compare.
 
 vLLM's 22 TTFT edges (dashboards stay comparable with vLLM's own metrics) plus fast-end
 edges every 0.1 ms up to 0.5 ms, then 0.75, 2 and 3 ms: the standard layouts start at

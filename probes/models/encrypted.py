@@ -1,6 +1,6 @@
 """A JSON value stored encrypted: alert channels' settings (webhook URLs with their tokens,
 HMAC secrets, routing keys, API keys) are secrets like provider keys, so they are kept as
-Fernet tokens under the same keys (probes/secrets.py) and rotated by `rotate_keys`.
+Fernet tokens under the same keys (probes/platform/secrets.py) and rotated by `rotate_keys`.
 
 Python code sees a dict, as with a JSONField. A token that no current or old key decrypts
 loads as an empty `Undecryptable` that keeps the token: saving it writes the token back
@@ -14,7 +14,7 @@ from typing import Any
 
 from django.db import models
 
-from probes import secrets
+from probes.platform import secrets
 
 
 class Undecryptable(dict):

@@ -14,7 +14,7 @@ from django.core.validators import MinValueValidator
 from django.db import models
 from django.utils import timezone
 
-from probes import context_fit, secrets
+from probes import context_fit
 from probes.engine.dialects import API_CHOICES
 from probes.models.validators import (
     positive,
@@ -24,6 +24,7 @@ from probes.models.validators import (
     validate_metrics_url,
     validate_power_selector,
 )
+from probes.platform import secrets
 
 if TYPE_CHECKING:
     from probes.models.workloads import Workload

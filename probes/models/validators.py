@@ -9,8 +9,8 @@ from urllib.parse import urlsplit
 from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator, URLValidator
 
-from probes import secrets
 from probes.engine import egress
+from probes.platform import secrets
 
 _ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 _REGION = re.compile(r"^[a-z0-9][a-z0-9-]{0,39}$")

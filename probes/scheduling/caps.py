@@ -29,7 +29,7 @@ import redis
 from django.conf import settings
 
 from probes.models import Provider
-from probes.redis_client import redis_client
+from probes.platform.redis_client import redis_client
 from probes.scheduling import waiting
 
 PREFIX = "inferwatch:sem"
@@ -208,7 +208,7 @@ def probe_slots(
 
     The worker's cap counts probes, not streams: one slot per probe, however many
     requests it sends at once. WORKER_MAX_CONCURRENT_PROBES is the worker's pool size
-    (its threads: probes/worker_pool.py), every probe of the worker streaming on the
+    (its threads: probes/platform/worker_pool.py), every probe of the worker streaming on the
     process's one event loop, a parallel probe's N streams too; how many a provider sees
     at once is its own cap's business. (Counting streams instead made a
     parallel group wider than the worker wait for the whole worker to be idle, which a

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 import redis
 from celery import bootsteps
 
-from probes.redis_client import redis_client
+from probes.platform.redis_client import redis_client
 
 log = logging.getLogger(__name__)
 

@@ -29,8 +29,8 @@ from datetime import UTC, datetime, timedelta
 from django.db import transaction
 from django.db.models import Exists, F, OuterRef, Q
 
-from probes import retention
 from probes.models import OPEN_SLOT_STATES, DispatchedSlot, Probe, ProbeRun
+from probes.platform.pruning import delete_before
 from probes.scheduling import heartbeat, slot_reasons
 
 log = logging.getLogger(__name__)
@@ -356,4 +356,4 @@ def prune(before: datetime) -> int:
     """Delete ledger rows of slots before `before` (the raw-run cutoff), in batches; lost
     and skipped ones are tallied first (slot_reasons: /metrics counters never go down)."""
     tallied = slot_reasons.carry_over(before)
-    return tallied + retention.delete_before("probes_dispatchedslot", "slot_at", before)
+    return tallied + delete_before("probes_dispatchedslot", "slot_at", before)

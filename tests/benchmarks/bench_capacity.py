@@ -165,7 +165,7 @@ def build_fleet(base_url: str) -> tuple[list, list]:
 
 def reset(probes) -> None:
     from probes.models import DispatchedSlot, ProbeRun
-    from probes.redis_client import redis_client
+    from probes.platform.redis_client import redis_client
 
     ids = [p.pk for p in probes]
     ProbeRun.objects.filter(probe_id__in=ids).delete()

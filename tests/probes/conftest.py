@@ -30,7 +30,7 @@ from django.conf import settings
 from django.db import connection
 
 from probes.models import CanonicalModel, Endpoint, Price, Probe, Provider, Workload
-from probes.redis_client import redis_client
+from probes.platform.redis_client import redis_client
 from probes.simulator import SimulatorProcess, start_in_process
 from tests.conftest import ROOT
 

@@ -1,5 +1,5 @@
 """Many probes per worker process: the threads pool measures every probe of a worker on
-one event loop (probes/worker_pool.py), a real worker against real Postgres, Redis and
+one event loop (probes/platform/worker_pool.py), a real worker against real Postgres, Redis and
 the simulator over real sockets."""
 
 from __future__ import annotations

@@ -10,9 +10,9 @@ from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import Permission, User
 from django.core.management import CommandError, call_command
 
-from probes import secrets
 from probes.catalog_seeds import PROVIDERS
 from probes.models import Provider
+from probes.platform import secrets
 from tests.conftest import clean_env, run_python
 from tests.probes.test_admin import provider_form
 

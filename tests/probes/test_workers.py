@@ -122,7 +122,7 @@ def test_worker_and_beat_reconnect_after_redis_restarts(processes, private_redis
 
 
 def private_redis_client(url):
-    from probes.redis_client import redis_client
+    from probes.platform.redis_client import redis_client
 
     return redis_client(url)
 

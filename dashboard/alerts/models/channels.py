@@ -17,7 +17,7 @@ from dashboard.alerts.transports import (
 )
 from dashboard.alerts.transports.base import unexpected_failure
 from probes.models.encrypted import EncryptedJSONField, Undecryptable
-from probes.secrets import redact
+from probes.platform.secrets import redact
 
 UNREADABLE_SETTINGS = (
     "the channel's settings cannot be decrypted (rotated FIELD_ENCRYPTION_KEY?): add the old "

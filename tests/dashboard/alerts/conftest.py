@@ -20,7 +20,7 @@ from django.db import connection
 from dashboard.alerts.models import AlertRule, Channel
 from dashboard.celery import app as celery_app
 from probes.models import CanonicalModel, Endpoint, ProbeRun, Provider, Workload
-from probes.redis_client import redis_client
+from probes.platform.redis_client import redis_client
 from tests.conftest import ROOT
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)

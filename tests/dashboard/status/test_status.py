@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from dashboard.status.checks import QUEUE_WARN_DEPTH, check_beat
 from probes import run_spool
-from probes.redis_client import redis_client
+from probes.platform.redis_client import redis_client
 from probes.scheduling import heartbeat
 from tests.conftest import ROOT
 

@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from dashboard.alerts.models import AlertEvent, AlertRule
 from probes.models import ProbeRun
-from probes.redis_client import redis_client
+from probes.platform.redis_client import redis_client
 from probes.scheduling import heartbeat
 from probes.simulator import start_in_process
 from tests.conftest import ROOT

@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from dashboard.alerts.models import AlertEvent, AlertRule
 from probes.models import ProbeRun
-from probes.redis_client import redis_client
+from probes.platform.redis_client import redis_client
 from probes.scheduling import heartbeat
 from tests.dashboard.web import test_browser
 from tests.dashboard.web.layout import layout_problems

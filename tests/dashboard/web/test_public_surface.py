@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from dashboard.alerts.models import Channel
 from probes.models import ProbeRun
-from probes.redis_client import redis_client
+from probes.platform.redis_client import redis_client
 from tests.dashboard.web.conftest import (
     make_endpoint,
     make_model,
