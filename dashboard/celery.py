@@ -17,9 +17,9 @@ from django.conf import settings  # lazy: reads nothing until an attribute is us
 
 from dashboard import broker
 from dashboard.alerts.schedule import ALERTS_BEAT_SCHEDULE
-from probes.disk_flush import install_disk_flush
 from probes.engine import tokens
 from probes.platform import worker_pool
+from probes.recording.disk_flush import install_disk_flush
 from probes.scheduling.heartbeat import install_worker_heartbeat
 
 
@@ -36,7 +36,7 @@ def get_app() -> Celery:
     # Workers mark themselves alive in Redis for /status (probes/scheduling/heartbeat.py).
     install_worker_heartbeat(app)
     # A worker that kept runs on its disk (Postgres and Redis both away) moves them to
-    # Redis as soon as it answers (probes/disk_flush.py).
+    # Redis as soon as it answers (probes/recording/disk_flush.py).
     install_disk_flush(app)
     # Each worker also listens on its own direct queue, so calibration reaches every worker.
     app.conf.worker_direct = True

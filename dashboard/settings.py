@@ -304,7 +304,8 @@ CELERY_BROKER_URL = _with_redis_password(
     env_redis_url("CELERY_BROKER_URL", "redis://127.0.0.1:6379/0")
 )
 REDIS_URL = _with_redis_password(env_redis_url("REDIS_URL", CELERY_BROKER_URL))
-# Where a worker keeps finished runs while Postgres and Redis are both away (probes/run_spool.py).
+# Where a worker keeps finished runs while Postgres and Redis are both away
+# (probes/recording/run_spool.py).
 RUN_SPOOL_DIR = Path(env_str("RUN_SPOOL_DIR", str(VAR_DIR / "run-spool")))
 CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"

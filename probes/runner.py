@@ -17,7 +17,7 @@ from typing import Any
 from django.conf import settings
 from django.db import connection
 
-from probes import groups, prompts, recording, selfhosted, workloads
+from probes import groups, prompts, selfhosted, workloads
 from probes.engine import (
     Limits,
     Prices,
@@ -29,6 +29,7 @@ from probes.engine import (
 from probes.engine.telemetry import Telemetry
 from probes.models import Price, Probe, ProbeRun
 from probes.platform import otel
+from probes.recording import recorder as recording
 from probes.scheduling import caps
 
 log = logging.getLogger(__name__)

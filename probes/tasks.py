@@ -24,9 +24,10 @@ from celery.utils.nodenames import worker_direct
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, connections
 
-from probes import recording, retention, runner
+from probes import runner
 from probes.calibration import calibrate
 from probes.models import DispatchedSlot, Probe, WorkerCalibration
+from probes.recording import recorder, retention
 from probes.scheduling import caps, dispatch, heartbeat, lateness, ledger, maintenance
 
 log = logging.getLogger(__name__)
@@ -121,7 +122,7 @@ def dispatch_due_probes() -> int:
 def sweep_dispatched_slots() -> dict:
     """Every minute: settle dispatched slots past their deadline (re-send or report lost),
     and free the request slots of workers that stopped sending heartbeats."""
-    recording.drain_spool()  # a spooled run counts as recorded once it is written
+    recorder.drain_spool()  # a spooled run counts as recorded once it is written
     now = datetime.now(UTC)
     try:
         beats = heartbeat.read_heartbeats("worker")

@@ -16,9 +16,9 @@ from django.utils import timezone
 from dashboard.devstack.runstate import running_state
 from dashboard.devstack.supervisor import describe_exit
 from dashboard.env import first_line, url_without_password
-from probes import run_spool
 from probes.models import ProbeRun, Provider
 from probes.platform.redis_client import redis_client
+from probes.recording import run_spool
 from probes.scheduling import capacity, heartbeat, ledger, planner
 
 OK, WARN, FAIL = "ok", "warn", "fail"
@@ -149,7 +149,7 @@ def check_queues(client: redis.Redis) -> Check:
 
 def check_spool(client: redis.Redis) -> Check:
     """Runs waiting for the database, and spooled items set aside as unwritable
-    (probes/run_spool.py): each is a run a human should look at."""
+    (probes/recording/run_spool.py): each is a run a human should look at."""
     try:
         waiting = client.llen(run_spool.SPOOL_KEY)
         count, newest = run_spool.rejected(LOST_SLOTS_SHOWN, client)

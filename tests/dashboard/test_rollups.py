@@ -12,9 +12,9 @@ from django.db import connection
 
 from dashboard import histogram, rollups
 from dashboard.models import RunRollup
-from probes import retention
 from probes.models import ProbeRun
 from probes.platform.timefloors import floor_hour
+from probes.recording import retention
 
 # The probe fixtures (a real simulator and catalog rows) of the probes tests.
 from tests.probes.conftest import clean_redis, make_probe, sim, workload  # noqa: F401

@@ -12,8 +12,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from celery.exceptions import SoftTimeLimitExceeded
 
-from probes import recording, runner
+from probes import runner
 from probes.models import ProbeRun
+from probes.recording import recorder
 from probes.scheduling import caps
 from probes.tasks import run_probe
 from tests.probes.conftest import current_slot, wait_for
@@ -73,13 +74,13 @@ def test_a_group_holds_its_slots_from_its_first_request_to_its_last(
     probe = parallel_probe(make_probe)
     holders = caps.provider_semaphore(probe.endpoint.provider)
     held_at_each_record: list[int] = []
-    real_record = recording.record
+    real_record = recorder.record
 
-    def record(result, ctx, retry_for_s=recording.DB_RETRY_FOR_S):
+    def record(result, ctx, retry_for_s=recorder.DB_RETRY_FOR_S):
         held_at_each_record.append(holders.holders(clean_redis))
         return real_record(result, ctx, retry_for_s)
 
-    monkeypatch.setattr(recording, "record", record)  # a watcher; the row is still written
+    monkeypatch.setattr(recorder, "record", record)  # a watcher; the row is still written
     runner.run_slot(probe, SLOT, "w1", "local")
 
     # Every record, the baseline's included, is written while the batch's three are held.

@@ -15,8 +15,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.db import connection
 
-from probes import recording, runner
+from probes import runner
 from probes.models import DispatchedSlot, Probe, ProbeRun
+from probes.recording import recorder
 from probes.scheduling import caps, dispatch, ledger
 from probes.scheduling.heartbeat import read_heartbeats
 from probes.tasks import (
@@ -201,13 +202,13 @@ def test_the_sweeper_writes_spooled_runs_first_so_their_slots_count_as_done(
     run = ProbeRun.objects.get()
     fields = {f.attname: getattr(run, f.attname) for f in run._meta.concrete_fields}
     del fields["id"]
-    recording.spool(fields)
+    recorder.spool(fields)
     run.delete()
     DispatchedSlot.objects.update(deadline=datetime.now(UTC) - timedelta(seconds=1))
 
     assert sweep_dispatched_slots() == {"done": 1, "resent": 0, "skipped": 0, "lost": 0}
     assert ProbeRun.objects.get().slot_at == claimed.slot_at
-    assert clean_redis.llen(recording.SPOOL_KEY) == 0
+    assert clean_redis.llen(recorder.SPOOL_KEY) == 0
 
 
 def test_two_sweepers_at_once_re_send_each_slot_once(make_probe):

@@ -136,7 +136,7 @@ def test_a_run_that_cannot_be_written_for_long_is_spooled_then_drained_once(
 ):
     from django.db import OperationalError
 
-    from probes import recording, run_rows
+    from probes.recording import recorder, run_rows
 
     probe = make_probe("sim-fast")
     real_insert = run_rows.insert
@@ -147,15 +147,15 @@ def test_a_run_that_cannot_be_written_for_long_is_spooled_then_drained_once(
     monkeypatch.setattr(run_rows, "insert", database_away)
     outcome = runner.run_slot(probe, SLOT, "w1", "local", retry_db_for_s=0.5)
     assert outcome.spooled == 1 and ProbeRun.objects.count() == 0
-    assert clean_redis.llen(recording.SPOOL_KEY) == 1
+    assert clean_redis.llen(recorder.SPOOL_KEY) == 1
 
     monkeypatch.setattr(run_rows, "insert", real_insert)
-    clean_redis.rpush(recording.SPOOL_KEY, clean_redis.lindex(recording.SPOOL_KEY, 0))  # twice
-    assert recording.drain_spool() == 2
+    clean_redis.rpush(recorder.SPOOL_KEY, clean_redis.lindex(recorder.SPOOL_KEY, 0))  # twice
+    assert recorder.drain_spool() == 2
 
     (run,) = ProbeRun.objects.all()
     assert (run.slot_at, run.status, run.worker) == (SLOT, "ok", "w1")
-    assert clean_redis.llen(recording.SPOOL_KEY) == 0
+    assert clean_redis.llen(recorder.SPOOL_KEY) == 0
 
 
 @pytest.fixture

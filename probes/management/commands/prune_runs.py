@@ -8,7 +8,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from probes import retention
+from probes.recording import retention
 from probes.scheduling import ledger
 
 

@@ -19,11 +19,11 @@ from django.utils import timezone
 from dashboard.alerts import evaluator
 from dashboard.alerts.demo import DEMO_RULE, DEMO_WORKLOAD
 from dashboard.alerts.models import AlertEvent, AlertRule
-from probes import recording
 from probes.catalog import load_demo
 from probes.engine import Limits, ProbeRequest, measure
 from probes.models import Probe, ProbeRun
-from probes.recording import RunContext
+from probes.recording import recorder
+from probes.recording.recorder import RunContext
 from probes.simulator import BUILTIN, start_in_process
 
 MINUTE = 60
@@ -87,7 +87,7 @@ def test_the_demo_rule_fires_on_the_simulated_slowdown_and_the_page_shows_it(cli
     # minute 20; ten minutes into it (minute 30) the rule decides.
     for minute in range(30, 0, -1):
         result = (slowed if minute <= 10 else normal)[minute % 4]
-        fields = {**recording.run_fields(result, ctx), "timeline": None}
+        fields = {**recorder.run_fields(result, ctx), "timeline": None}
         fields["started_at"] = now - timedelta(minutes=minute, seconds=-30)
         runs.append(ProbeRun(**fields))
     ProbeRun.objects.bulk_create(runs)

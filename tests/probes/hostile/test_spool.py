@@ -13,9 +13,9 @@ from datetime import UTC, datetime
 import pytest
 from django.db import OperationalError, connection, transaction
 
-from probes import disk_flush, recording, run_rows, run_spool
 from probes.engine import RunResult
 from probes.models import ProbeRun
+from probes.recording import disk_flush, recorder, run_rows, run_spool
 
 # Transactional: a lost connection is closed, which a test's wrapping transaction forbids.
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -27,7 +27,7 @@ def fields(probe, index: int = 0, **extra) -> dict:
     result = RunResult(
         status="ok", api="openai-chat", model="m", started_at=datetime.now(UTC), ttft_ms=12.0
     )
-    ctx = recording.RunContext(
+    ctx = recorder.RunContext(
         endpoint_id=probe.endpoint_id,
         workload_id=probe.workload_id,
         region="local",
@@ -36,7 +36,7 @@ def fields(probe, index: int = 0, **extra) -> dict:
         slot_at=SLOT,
         request_index=index,
     )
-    return recording.run_fields(result, ctx) | extra
+    return recorder.run_fields(result, ctx) | extra
 
 
 def real_program_limit_error() -> Exception:
@@ -86,13 +86,13 @@ def test_a_row_postgres_finds_too_large_is_stored_at_once_as_protocol_error(
 
     monkeypatch.setattr(run_rows, "insert", refuse_the_full_row)
     started = time.monotonic()
-    assert recording.save(fields(probe)) == "written"
+    assert recorder.save(fields(probe)) == "written"
     assert time.monotonic() - started < 1.0  # not retried for DB_RETRY_FOR_S
 
     (run,) = ProbeRun.objects.all()
     assert run.status == "protocol_error" and "could not be stored" in run.error
     assert "array size exceeds" in run.error
-    assert clean_redis.llen(recording.SPOOL_KEY) == 0
+    assert clean_redis.llen(recorder.SPOOL_KEY) == 0
 
 
 @pytest.mark.parametrize(
@@ -109,15 +109,15 @@ def test_a_row_postgres_finds_too_large_is_stored_at_once_as_protocol_error(
 )
 def test_a_poison_item_never_delays_a_good_run(probe, clean_redis, poison):
     raw = run_spool._spool_client()
-    raw.rpush(recording.SPOOL_KEY, poison)
-    recording.spool(fields(probe))
+    raw.rpush(recorder.SPOOL_KEY, poison)
+    recorder.spool(fields(probe))
 
     started = time.monotonic()
-    assert recording.drain_spool() == 1
+    assert recorder.drain_spool() == 1
     assert time.monotonic() - started < 1.0
 
     assert ProbeRun.objects.get().status == "ok"
-    assert clean_redis.llen(recording.SPOOL_KEY) == 0
+    assert clean_redis.llen(recorder.SPOOL_KEY) == 0
     count, (entry,) = run_spool.rejected()
     assert count == 1 and entry["bytes"] == len(poison) and entry["reason"]
 
@@ -126,20 +126,20 @@ def test_the_spool_drains_in_order_and_waits_while_the_database_is_away(
     probe, clean_redis, database_away, monkeypatch
 ):
     for index in range(3):
-        recording.spool(fields(probe, index))
-    assert recording.drain_spool() == 0  # away: nothing set aside, nothing lost
-    assert clean_redis.llen(recording.SPOOL_KEY) == 3
+        recorder.spool(fields(probe, index))
+    assert recorder.drain_spool() == 0  # away: nothing set aside, nothing lost
+    assert clean_redis.llen(recorder.SPOOL_KEY) == 3
     assert run_spool.rejected()[0] == 0
 
     monkeypatch.undo()
-    assert recording.drain_spool() == 3
+    assert recorder.drain_spool() == 3
     assert sorted(ProbeRun.objects.values_list("request_index", flat=True)) == [0, 1, 2]
 
 
 def test_an_oversize_row_is_spooled_as_its_stand_in(probe, clean_redis, database_away):
     huge = fields(probe, tool_calls=[{"name": "f", "arguments": "y" * (5 << 20)}])
-    assert recording.save(huge, retry_for_s=0) == "spooled"
-    item = clean_redis.lindex(recording.SPOOL_KEY, 0)
+    assert recorder.save(huge, retry_for_s=0) == "spooled"
+    item = clean_redis.lindex(recorder.SPOOL_KEY, 0)
     assert len(item) < 10_000 and "too large to spool" in item
 
 
@@ -148,17 +148,17 @@ def test_with_postgres_and_redis_away_the_run_waits_on_disk_until_redis_returns(
 ):
     redis_url = settings.REDIS_URL
     settings.REDIS_URL = "redis://127.0.0.1:1/0"  # nothing listens there
-    assert recording.save(fields(probe), retry_for_s=0) == "spooled"
+    assert recorder.save(fields(probe), retry_for_s=0) == "spooled"
     assert len(run_spool.disk_items()) == 1
     disk_flush.flush_quietly()  # the worker's timer: Redis still away, the file stays
     assert len(run_spool.disk_items()) == 1
 
     settings.REDIS_URL = redis_url  # Redis returns first: the worker's timer moves it there
     disk_flush.flush_quietly()
-    assert run_spool.disk_items() == [] and clean_redis.llen(recording.SPOOL_KEY) == 1
+    assert run_spool.disk_items() == [] and clean_redis.llen(recorder.SPOOL_KEY) == 1
 
     monkeypatch.undo()  # Postgres returns: the next drain writes it
-    assert recording.drain_spool() == 1
+    assert recorder.drain_spool() == 1
     assert ProbeRun.objects.get().status == "ok"
 
 
@@ -167,11 +167,11 @@ def test_with_both_away_the_run_is_written_from_disk_when_postgres_returns(
 ):
     redis_url = settings.REDIS_URL
     settings.REDIS_URL = "redis://127.0.0.1:1/0"
-    assert recording.save(fields(probe, 0), retry_for_s=0) == "spooled"
-    assert recording.save(fields(probe, 1), retry_for_s=0) == "spooled"
+    assert recorder.save(fields(probe, 0), retry_for_s=0) == "spooled"
+    assert recorder.save(fields(probe, 1), retry_for_s=0) == "spooled"
 
     monkeypatch.undo()  # Postgres returns, Redis is still away
-    assert recording.save(fields(probe, 2)) == "written"  # its drain takes the disk too
+    assert recorder.save(fields(probe, 2)) == "written"  # its drain takes the disk too
     assert sorted(ProbeRun.objects.values_list("request_index", flat=True)) == [0, 1, 2]
     assert run_spool.disk_items() == []
     settings.REDIS_URL = redis_url

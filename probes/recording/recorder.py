@@ -4,9 +4,9 @@ A row is one INSERT, so a worker killed mid-write leaves nothing half-written. S
 runs carry (probe, slot_at, request_index), unique in the table: a redelivered slot
 inserts nothing the second time (ON CONFLICT DO NOTHING), so nothing is duplicated.
 
-A row the database refuses (bad values, too large: probes/run_rows.py) is stored at once
+A row the database refuses (bad values, too large: probes/recording/run_rows.py) is stored at once
 as a protocol_error stand-in. When the database is away, the write is retried with
-back-off for a while; if it is still away, the row is spooled (probes/run_spool.py: Redis,
+back-off for a while; if it is still away, the row is spooled (probes/recording/run_spool.py: Redis,
 or the worker's disk when Redis is away too), drained on the next successful write and
 every minute by the rollup task. Either way the measurement reaches the table; the
 rollup maintenance (dashboard/rollups.py) finds every new row by its id, late ones too.
@@ -28,14 +28,14 @@ from django.db import connection
 from probes.engine import RunResult, contract, sanitize
 from probes.groups import Measured
 from probes.models import Price, WorkerCalibration
-from probes.run_rows import (
+from probes.recording.run_rows import (
     ROW_ERRORS,
     insert_or_stand_in,
     is_connection_error,
     is_row_error,
     refused_row,
 )
-from probes.run_spool import SPOOL_KEY, SPOOL_REJECTED_KEY, drain_spool, spool
+from probes.recording.run_spool import SPOOL_KEY, SPOOL_REJECTED_KEY, drain_spool, spool
 
 log = logging.getLogger(__name__)
 
@@ -148,7 +148,7 @@ def is_client_bound(result: RunResult, calibration: WorkerCalibration | None) ->
 def save(fields: dict[str, Any], retry_for_s: float = DB_RETRY_FOR_S) -> str:
     """Write one run: 'written', or 'spooled' (database away longer than retry_for_s).
 
-    A row the database refuses (probes/run_rows.py) is stored at once as its
+    A row the database refuses (probes/recording/run_rows.py) is stored at once as its
     protocol_error stand-in; only a connection failure is retried, then spooled.
     """
     deadline = time.monotonic() + retry_for_s

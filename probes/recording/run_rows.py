@@ -10,7 +10,7 @@ A row can fail for two unrelated reasons, handled in opposite ways:
   made it unstorable. psycopg raises 54000 as an OperationalError, so the class of the
   exception alone cannot tell; its SQLSTATE can.
 * the *database* is away: a connection-level failure (no SQLSTATE, class 08, shutdown,
-  too many connections...). Only this is retried and spooled (probes/run_spool.py).
+  too many connections...). Only this is retried and spooled (probes/recording/run_spool.py).
 """
 
 from __future__ import annotations

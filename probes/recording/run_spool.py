@@ -1,6 +1,6 @@
 """Runs waiting for the database: a Redis list, and the worker's disk when Redis is away too.
 
-``spool`` keeps a run the database could not take (probes/recording.py retried it first):
+``spool`` keeps a run the database could not take (probes/recording/recorder.py retried it first):
 in the Redis list SPOOL_KEY, or, when Redis is away as well, as one file per run in
 RUN_SPOOL_DIR on the worker's own disk. ``drain_spool`` writes them back in order: the
 disk files first (to the database, or to Redis while the database is still away), then
@@ -34,7 +34,7 @@ from django.db import connection
 
 from probes.models import ProbeRun
 from probes.platform.redis_client import redis_client
-from probes.run_rows import insert_or_stand_in, is_connection_error, refused_row
+from probes.recording.run_rows import insert_or_stand_in, is_connection_error, refused_row
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ INTERVAL_S = 15.0
 
 
 def flush_quietly() -> None:
-    from probes import run_spool
+    from probes.recording import run_spool
 
     if run_spool.disk_items():
         with contextlib.suppress(Exception):  # tried again at the next tick
