@@ -5,7 +5,7 @@ renders stored ones back (not even masked; headers show their names only). Savin
 enables the provider, so adding a key is the only edit needed to start probing it. Moving
 a provider to another scheme, host or port drops its stored key and headers unless they
 are entered again (Provider.forget_secrets_if_moved), and a key variable goes only to the
-hosts it is bound to unless a superuser says otherwise (secrets.env_host_refusal).
+hosts it is bound to unless a superuser says otherwise (key_hosts.env_host_refusal).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from django.urls import path
 from django.utils.html import format_html
 
 from probes import admin_actions, admin_add_endpoint, admin_capacity, onboarding
+from probes.catalog import key_hosts
 from probes.models import (
     CanonicalModel,
     Claim,
@@ -34,7 +35,6 @@ from probes.models import (
 )
 from probes.models.providers import origin, url_without_password
 from probes.models.validators import validate_headers
-from probes.platform import secrets
 
 PRICE_FIELDS = ["effective_from", "input_per_m", "cached_input_per_m", "output_per_m", "source_url"]
 _NEGATIVE_PRICE = {"min_value": "A price cannot be negative."}
@@ -136,7 +136,7 @@ class ProviderForm(forms.ModelForm):
         old = self.instance
         if old.pk and old.api_key_env == name and origin(old.base_url) == origin(url):
             return
-        refusal = secrets.env_host_refusal(name, url)
+        refusal = key_hosts.env_host_refusal(name, url)
         if refusal:
             self.add_error("api_key_env", refusal[0].upper() + refusal[1:] + ".")
 

@@ -10,7 +10,7 @@ A pasted key never comes back to the page: between the two steps it waits in the
 session, encrypted like a stored key. A named key variable is never read here: the web
 process holds no provider keys (the workers do), so the test goes without a key unless
 one is pasted, and the variable must be bound to the URL's host unless a superuser
-saves it (secrets.env_host_refusal). The test shows the status and the error's class,
+saves it (key_hosts.env_host_refusal). The test shows the status and the error's class,
 never the server's words: the URL may point at an internal service.
 """
 
@@ -26,6 +26,7 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 
 from probes import connection_check, onboarding
+from probes.catalog import key_hosts
 from probes.models import (
     API_STYLES,
     TOKEN_COUNTERS,
@@ -142,7 +143,7 @@ class AddEndpointForm(forms.Form):
             raise ValidationError("Either name an environment variable or paste a key, not both.")
         name, url = data.get("api_key_env"), data.get("base_url")
         if name and url and not (self.user is not None and self.user.is_superuser):
-            refusal = secrets.env_host_refusal(name, url)
+            refusal = key_hosts.env_host_refusal(name, url)
             if refusal:
                 self.add_error("api_key_env", refusal[0].upper() + refusal[1:] + ".")
         return data

@@ -17,7 +17,8 @@ from django.conf import settings
 from django.db import transaction
 from django.utils.text import slugify
 
-from probes import catalog, context_fit
+from probes import context_fit
+from probes.catalog import loader
 from probes.models import CanonicalModel, Endpoint, Probe, Provider, Workload
 from probes.scheduling import capacity, planner
 from probes.workloads import BY_SLUG
@@ -48,7 +49,7 @@ class ProposedProbe:
 
 def standard_workloads() -> list[Workload]:
     """The suite's standard workloads (loaded from code if this database has none yet)."""
-    catalog.load_workloads(catalog.LoadReport())
+    loader.load_workloads(loader.LoadReport())
     slugs = [slug for slug, spec in BY_SLUG.items() if not spec.reasoning]
     return list(Workload.objects.filter(slug__in=slugs, enabled=True).order_by("slug"))
 

@@ -9,8 +9,8 @@ class AlertsConfig(AppConfig):
     def ready(self) -> None:
         # Alert rules are a section of catalog files; probes cannot import us, so we
         # register it there.
-        from probes.catalog import register_demo_extra
-        from probes.catalog_file import register_section
+        from probes.catalog.loader import register_demo_extra
+        from probes.catalog.yaml_file import register_section
 
         from .catalog_section import load_alert_rules
         from .demo import load_demo_rule

@@ -1,4 +1,4 @@
-"""The ``alert_rules`` section of a catalog file (probes/catalog_file.py).
+"""The ``alert_rules`` section of a catalog file (probes/catalog/yaml_file.py).
 
 Rules are found by name. Scope by slugs: ``model`` (a canonical model), ``workload``, or
 one endpoint as ``provider`` (its slug) with ``model_id``;
@@ -7,8 +7,8 @@ one endpoint as ``provider`` (its slug) with ``model_id``;
 
 from __future__ import annotations
 
-from probes.catalog import LoadReport
-from probes.catalog_file import CatalogFileError, Fields, Lined, check_keys, require, upsert
+from probes.catalog.loader import LoadReport
+from probes.catalog.yaml_file import CatalogFileError, Fields, Lined, check_keys, require, upsert
 from probes.models import CanonicalModel, Endpoint, Workload
 
 from .models import AlertRule, Channel

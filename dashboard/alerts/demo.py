@@ -8,7 +8,7 @@ Created once, found by name: an operator's edits (or switching it off) are kept.
 
 from __future__ import annotations
 
-from probes.catalog import LoadReport
+from probes.catalog.loader import LoadReport
 from probes.models import Endpoint, Workload
 
 from .models import AlertRule

@@ -88,7 +88,7 @@ class Provider(models.Model):
     )
     website = models.URLField(blank=True)
     notes = models.TextField(blank=True)
-    # Set on rows the seed catalog added (probes/catalog.py): how a reload recognises them
+    # Set on rows the seed catalog added (probes/catalog/loader.py): how a reload recognises them
     # whatever the operator renamed since.
     catalog_key = models.CharField(max_length=200, blank=True, editable=False, db_index=True)
     backoff_until = models.DateTimeField(null=True, blank=True, editable=False)
@@ -385,7 +385,7 @@ class CatalogRecord(models.Model):
     """Every row the seed catalog ever added, by its stable key.
 
     A reload adds only keys missing here: a row the operator deleted stays deleted, and a
-    renamed one is found by the `catalog_key` it carries (probes/catalog.py).
+    renamed one is found by the `catalog_key` it carries (probes/catalog/loader.py).
     """
 
     key = models.CharField(max_length=200, unique=True)

@@ -7,11 +7,9 @@ re-encrypts under the current key (`manage.py rotate_keys` does all rows at once
 
 `api_key_env` names a variable of the worker's own environment, which also holds
 Inferwatch's secrets: only names matching PROVIDER_KEY_ENV_ALLOWED are read, and the app's
-own settings are refused by name whatever that setting says. A variable is also bound to
-the hosts its key belongs to (`env_host_refusal`): the catalog's vendors are bound to their
-API hosts, PROVIDER_KEY_ENV_HOSTS binds others, and only a superuser may pair a variable
-with a host it is not bound to, so staff who may add or change providers cannot send the
-operator's OpenAI key to a server of their own.
+own settings are refused by name whatever that setting says. Which hosts a variable's key
+may be sent to is the catalog's to say (probes/catalog/key_hosts.py): its vendors are
+bound to their API hosts.
 """
 
 from __future__ import annotations
@@ -19,8 +17,6 @@ from __future__ import annotations
 import base64
 import hashlib
 from fnmatch import fnmatchcase
-from functools import cache
-from urllib.parse import urlsplit
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.conf import settings
@@ -115,41 +111,6 @@ def env_name_refusal(name: str) -> str | None:
             f"{', '.join(allowed) or 'none'}"
         )
     return None
-
-
-# -- which hosts a key variable may be sent to -------------------------------------------------
-
-
-@cache
-def _vendor_bindings() -> dict[str, tuple[str, ...]]:
-    from probes.catalog_seeds import PROVIDERS
-
-    bound: dict[str, tuple[str, ...]] = {}
-    for seed in PROVIDERS:
-        host = urlsplit(seed.base_url).hostname
-        if seed.api_key_env and host:
-            bound[seed.api_key_env] = (*bound.get(seed.api_key_env, ()), host)
-    return bound
-
-
-def bound_hosts(name: str) -> tuple[str, ...]:
-    """Host patterns `name`'s key may be sent to: the catalog vendor's API host, plus
-    PROVIDER_KEY_ENV_HOSTS."""
-    configured = settings.PROVIDER_KEY_ENV_HOSTS.get(name, ())
-    return (*_vendor_bindings().get(name, ()), *configured)
-
-
-def env_host_refusal(name: str, base_url: str) -> str | None:
-    """Why the key in variable `name` may not be sent to `base_url`'s host, or None."""
-    host = (urlsplit(base_url).hostname or "").lower()
-    hosts = bound_hosts(name)
-    if host and any(fnmatchcase(host, pattern.lower()) for pattern in hosts):
-        return None
-    where = ", ".join(hosts) if hosts else "no host"
-    return (
-        f"{name} is bound to {where}, not {host or 'this URL'}: only a superuser may send "
-        "it elsewhere (or bind it in PROVIDER_KEY_ENV_HOSTS)"
-    )
 
 
 def redact(text: str, secrets: list[str]) -> str:

@@ -123,7 +123,7 @@ class Profile:
 SENTENCE = 16
 
 # One process, one port, one profile per model name. The first four are the demo's
-# providers (probes/catalog_seeds.py), at the speeds the seeds quote.
+# providers (probes/catalog/seeds.py), at the speeds the seeds quote.
 BUILTIN = {
     p.name: p
     for p in (

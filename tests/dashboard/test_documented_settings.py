@@ -11,7 +11,7 @@ import pytest
 from django.conf import global_settings
 
 from dashboard.devstack.prepare import ensure_admin
-from probes.catalog_seeds import PROVIDERS
+from probes.catalog.seeds import PROVIDERS
 from tests.conftest import ROOT, clean_env, run_python
 
 SETTINGS = ROOT / "dashboard" / "settings.py"

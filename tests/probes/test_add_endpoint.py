@@ -14,7 +14,7 @@ from django.urls import reverse
 from dashboard.queries import filters as query_filters
 from dashboard.queries import leaderboard as leaderboards
 from probes import connection_check, onboarding, runner
-from probes.catalog import LoadReport, load_workloads
+from probes.catalog.loader import LoadReport, load_workloads
 from probes.models import CanonicalModel, Endpoint, Probe, ProbeRun, Provider
 from probes.scheduling import dispatch
 from probes.simulator import ServerTraits, start_in_process, start_in_thread

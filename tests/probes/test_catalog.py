@@ -8,8 +8,8 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from probes.catalog import load_catalog, load_demo
-from probes.catalog_seeds import (
+from probes.catalog.loader import load_catalog, load_demo
+from probes.catalog.seeds import (
     DEMO_CLAIM_SOURCE,
     DEMO_COSTLY_INTERVAL_S,
     DEMO_INTERVAL_S,
@@ -211,12 +211,12 @@ def test_the_command_refuses_a_malformed_region():
 def test_a_newer_seed_price_is_added_to_the_history_not_written_over(monkeypatch):
     from datetime import date
 
-    from probes import catalog
+    from probes.catalog import loader
 
     load_catalog("local")
     endpoint = Endpoint.objects.get(provider__slug="cerebras", model_id="llama-3.3-70b")
     old_price = endpoint.current_price
-    monkeypatch.setattr(catalog, "CATALOG_AS_OF", date(2030, 1, 1))
+    monkeypatch.setattr(loader, "CATALOG_AS_OF", date(2030, 1, 1))
     load_catalog("local")
     assert endpoint.prices.count() == 2
     assert endpoint.price_at(date(2029, 12, 31)) == old_price

@@ -8,7 +8,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from dashboard.alerts.models import AlertRule
-from probes.catalog import LoadReport, load_workloads
+from probes.catalog.loader import LoadReport, load_workloads
 from probes.models import Endpoint, Price, Probe, Provider, Workload
 from tests.conftest import ROOT
 

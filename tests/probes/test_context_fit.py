@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 import pytest
 
 from probes import connection_check, context_fit, groups, onboarding, prompts, runner, workloads
-from probes.catalog import LoadReport, load_workloads
+from probes.catalog.loader import LoadReport, load_workloads
 from probes.engine import ProbeRequest, RunResult, tokens
 from probes.models import CanonicalModel, Endpoint, Probe, ProbeRun, Provider, Workload
 from probes.simulator import ServerTraits, start_in_thread

@@ -8,7 +8,8 @@ from itertools import combinations
 
 import pytest
 
-from probes import catalog, onboarding
+from probes import onboarding
+from probes.catalog import loader
 from probes.models import CanonicalModel, Claim, Endpoint, Probe, ProbeRun, Provider
 from probes.scheduling import capacity, planner
 
@@ -150,7 +151,7 @@ def test_capacity_plan_per_provider_and_region(db, settings):
     )  # fmt: skip
     endpoint = Endpoint.objects.create(provider=provider, model_id="m", canonical_model=canonical)
     Claim.objects.create(endpoint=endpoint, metric="output_tps", value=60, source_title="x")
-    catalog.load_workloads(catalog.LoadReport())
+    loader.load_workloads(loader.LoadReport())
     workload = onboarding.standard_workloads()[0]
     Probe.objects.create(endpoint=endpoint, workload=workload, interval_s=60)
     plan = {use.kind: use for use in capacity.capacity_plan()}
@@ -164,7 +165,7 @@ def test_capacity_plan_per_provider_and_region(db, settings):
 
 
 def test_load_demo_spreads_each_provider_s_probes(db, settings):
-    report = catalog.load_demo("local", "http://127.0.0.1:9")
+    report = loader.load_demo("local", "http://127.0.0.1:9")
     assert report.created["probes"] >= 30
     for provider in Provider.objects.filter(simulated=True):
         starts = Probe.objects.filter(endpoint__provider=provider).values_list(

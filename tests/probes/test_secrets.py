@@ -10,7 +10,7 @@ from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import Permission, User
 from django.core.management import CommandError, call_command
 
-from probes.catalog_seeds import PROVIDERS
+from probes.catalog.seeds import PROVIDERS
 from probes.models import Provider
 from probes.platform import secrets
 from tests.conftest import clean_env, run_python

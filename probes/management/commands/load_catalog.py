@@ -6,9 +6,9 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from probes.catalog import load_catalog, load_demo
-from probes.catalog_file import CatalogFileError, load_file
-from probes.catalog_seeds import CATALOG_AS_OF
+from probes.catalog.loader import load_catalog, load_demo
+from probes.catalog.seeds import CATALOG_AS_OF
+from probes.catalog.yaml_file import CatalogFileError, load_file
 from probes.models import validate_region
 
 

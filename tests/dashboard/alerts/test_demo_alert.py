@@ -19,7 +19,7 @@ from django.utils import timezone
 from dashboard.alerts import evaluator
 from dashboard.alerts.demo import DEMO_RULE, DEMO_WORKLOAD
 from dashboard.alerts.models import AlertEvent, AlertRule
-from probes.catalog import load_demo
+from probes.catalog.loader import load_demo
 from probes.engine import Limits, ProbeRequest, measure
 from probes.models import Probe, ProbeRun
 from probes.recording import recorder

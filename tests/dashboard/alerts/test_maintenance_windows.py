@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from dashboard.alerts.models import AlertEvent
 from dashboard.alerts.tasks import evaluate_alert_rules
-from probes.catalog_file import CatalogFileError, load_text
+from probes.catalog.yaml_file import CatalogFileError, load_text
 from probes.models import DispatchedSlot, MaintenanceWindow, Probe, ProbeRun
 from probes.scheduling import maintenance
 from probes.tasks import run_probe

@@ -20,8 +20,8 @@ from django.utils.text import slugify
 from dashboard import rollups
 from dashboard.queries import aggregates
 from probes import prompts, runner, workloads
-from probes.catalog import LoadReport, load_demo, load_workloads
-from probes.catalog_seeds import DEMO_PROVIDERS, DemoSeed
+from probes.catalog.loader import LoadReport, load_demo, load_workloads
+from probes.catalog.seeds import DEMO_PROVIDERS, DemoSeed
 from probes.engine import Limits, Prices, ProbeRequest, RunResult, measure
 from probes.models import (
     CanonicalModel,

@@ -20,7 +20,7 @@ import pytest
 from dashboard import rollups, snapshots
 from dashboard.queries import aggregates
 from probes import runner
-from probes.catalog_seeds import PROVIDERS
+from probes.catalog.seeds import PROVIDERS
 from probes.models import Claim, Probe, ProbeRun, Workload
 
 HEADLINES = (

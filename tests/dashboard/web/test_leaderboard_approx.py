@@ -18,7 +18,7 @@ from dashboard import rollups, snapshots
 from dashboard.definitions import APPROX_TOKENS
 from dashboard.queries import aggregates
 from probes import runner
-from probes.catalog import LoadReport, load_workloads
+from probes.catalog.loader import LoadReport, load_workloads
 from probes.models import CanonicalModel, Endpoint, Probe, ProbeRun, Provider, Workload
 from probes.simulator import start_in_thread
 

@@ -1,4 +1,4 @@
-"""Loads the seed catalog (probes/catalog_seeds.py) and the demo providers.
+"""Loads the seed catalog (probes/catalog/seeds.py) and the demo providers.
 
 Loading is idempotent and never undoes an operator's edits. Every row the catalog adds
 has a stable key (`provider:groq`, `endpoint:groq/llama-3.3-70b-versatile`, …), kept on the
@@ -18,7 +18,7 @@ from decimal import Decimal
 from django.db import transaction
 from django.utils.text import slugify
 
-from probes.catalog_seeds import (
+from probes.catalog.seeds import (
     CATALOG_AS_OF,
     DEMO_CLAIM_SOURCE,
     DEMO_COSTLY_INTERVAL_S,

@@ -1,6 +1,6 @@
 """The seed catalog's data: real providers with their public base URLs, model ids, list
 prices and published speed claims, plus the simulated demo providers (loaded by
-probes/catalog.py).
+probes/catalog/loader.py).
 
 Prices and model ids are the providers' public list figures AS OF `CATALOG_AS_OF`; check
 each provider's pricing page (the `source_url`) before relying on them.

@@ -30,7 +30,7 @@ from django.core.exceptions import ValidationError
 from django.db import models, transaction
 from django.utils.text import slugify
 
-from probes.catalog import LoadReport
+from probes.catalog.loader import LoadReport
 from probes.models import (
     CanonicalModel,
     Endpoint,

@@ -1,0 +1,49 @@
+"""Which hosts a provider key variable may be sent to.
+
+A variable is bound to the hosts its key belongs to: the catalog's vendors are bound to
+their API hosts (the seeds say which variable each reads), PROVIDER_KEY_ENV_HOSTS binds
+others, and only a superuser may pair a variable with a host it is not bound to, so staff
+who may add or change providers cannot send the operator's OpenAI key to a server of
+their own. It lives beside the seeds it reads (not in probes/platform/secrets.py, which
+sits below the catalog) so the import runs down.
+"""
+
+from __future__ import annotations
+
+from fnmatch import fnmatchcase
+from functools import cache
+from urllib.parse import urlsplit
+
+from django.conf import settings
+
+from probes.catalog.seeds import PROVIDERS
+
+
+@cache
+def _vendor_bindings() -> dict[str, tuple[str, ...]]:
+    bound: dict[str, tuple[str, ...]] = {}
+    for seed in PROVIDERS:
+        host = urlsplit(seed.base_url).hostname
+        if seed.api_key_env and host:
+            bound[seed.api_key_env] = (*bound.get(seed.api_key_env, ()), host)
+    return bound
+
+
+def bound_hosts(name: str) -> tuple[str, ...]:
+    """Host patterns `name`'s key may be sent to: the catalog vendor's API host, plus
+    PROVIDER_KEY_ENV_HOSTS."""
+    configured = settings.PROVIDER_KEY_ENV_HOSTS.get(name, ())
+    return (*_vendor_bindings().get(name, ()), *configured)
+
+
+def env_host_refusal(name: str, base_url: str) -> str | None:
+    """Why the key in variable `name` may not be sent to `base_url`'s host, or None."""
+    host = (urlsplit(base_url).hostname or "").lower()
+    hosts = bound_hosts(name)
+    if host and any(fnmatchcase(host, pattern.lower()) for pattern in hosts):
+        return None
+    where = ", ".join(hosts) if hosts else "no host"
+    return (
+        f"{name} is bound to {where}, not {host or 'this URL'}: only a superuser may send "
+        "it elsewhere (or bind it in PROVIDER_KEY_ENV_HOSTS)"
+    )
