@@ -21,8 +21,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import Enum
 
-from scipy.stats import mannwhitneyu
-
 from dashboard import histogram
 from probes.engine.contract import ROLLUP_METRICS, RUN_FIELDS
 
@@ -155,6 +153,9 @@ class Condition:
     def p_value(self, recent: Stats, baseline: Stats) -> float:
         """One-sided Mann–Whitney U: the chance of recent samples at least this much
         worse than the baseline's if nothing had changed."""
+        # scipy where it is used: the alert models import this module when Django starts.
+        from scipy.stats import mannwhitneyu
+
         result = mannwhitneyu(
             recent.values,
             baseline.values,

@@ -10,7 +10,7 @@ from django.urls import reverse
 from dashboard.alerts.transports import Message
 
 if TYPE_CHECKING:
-    from dashboard.alerts.models import AlertEvent, Channel
+    from dashboard.alerts.models import AlertEvent
 
 _UNITS = {
     "ttft_ms": "ms",
@@ -152,11 +152,3 @@ def event_message(event: AlertEvent, transition: str) -> Message:
         f"Alert: {site_url(reverse('alerts:event', args=[event.pk]))}",
     ]
     return Message(subject=subject, text="\n".join(lines), payload=event_payload(event, transition))
-
-
-def test_message(channel: Channel) -> Message:
-    return Message(
-        subject="[Inferwatch] Test notification",
-        text=f"This is a test notification for the channel “{channel.name}”. It works.",
-        payload={"state": "test", "channel": channel.name},
-    )

@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from decimal import Decimal
-from typing import TYPE_CHECKING
+from typing import Any
 from urllib.parse import urlsplit
 
 from django.core.validators import MinValueValidator
@@ -25,9 +25,6 @@ from probes.models.validators import (
     validate_power_selector,
 )
 from probes.platform import secrets
-
-if TYPE_CHECKING:
-    from probes.models.workloads import Workload
 
 # Every provider API the engine speaks (probes/engine/dialects/), as admin choices.
 API_STYLES = API_CHOICES
@@ -244,8 +241,9 @@ class CanonicalModel(models.Model):
 
 
 class EndpointQuerySet(models.QuerySet):
-    def too_small_for(self, workload: Workload):
-        """Endpoints whose known context cannot hold the workload: it is not applicable."""
+    def too_small_for(self, workload: Any):
+        """Endpoints whose known context cannot hold the workload (a Workload: not imported,
+        probes/models/workloads.py imports this module): it is not applicable."""
         return self.filter(context_tokens__lt=context_fit.tokens_needed(workload))
 
 

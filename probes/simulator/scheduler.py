@@ -15,10 +15,16 @@ import heapq
 import itertools
 import time
 from time import perf_counter_ns
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from .stream import Stream
+
+class Emitter(Protocol):
+    """What the scheduler calls (stream.py's Stream; a protocol, so the scheduler does not
+    import the streams the server hands it)."""
+
+    def emit(self) -> int | None:
+        """Write what is due; the next deadline (perf_counter_ns), or None when done."""
+
 
 _FAR_NS = 2_000_000  # beyond this, let the event loop sleep...
 _MARGIN_NS = 1_500_000  # ...and wake this early to finish with a precise sleep
@@ -38,12 +44,12 @@ class Scheduler:
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
-        self.heap: list[tuple[int, int, Stream]] = []
+        self.heap: list[tuple[int, int, Emitter]] = []
         self._seq = itertools.count()
         self._handle: asyncio.Handle | None = None
         self._handle_due = 0
 
-    def add(self, stream: Stream, deadline: int) -> None:
+    def add(self, stream: Emitter, deadline: int) -> None:
         heapq.heappush(self.heap, (deadline, next(self._seq), stream))
         if self._handle is None or deadline < self._handle_due:
             if self._handle is not None:

@@ -14,14 +14,29 @@ import struct
 import weakref
 from collections import defaultdict
 from time import perf_counter_ns
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from . import content
 from .events import OpenAIChatEvents
 from .profiles import Profile
 
-if TYPE_CHECKING:
-    from .server import _Conn
+
+class Conn(Protocol):
+    """What a stream uses of its connection (server.py's _Conn; a protocol, so the stream
+    does not import the server that creates it: server -> stream, one way)."""
+
+    server: Any  # the SimulatorServer: its stats and traits
+    transport: Any  # the asyncio.Transport
+    closed: bool
+    prompt_tokens: int
+    cached_tokens: int
+    max_tokens: int
+    request_metrics: bool
+
+    def write_chunk(self, data: bytes) -> None: ...
+
+    def end_chunked(self) -> None: ...
+
 
 _MAX_BATCH = 512  # events per write when catching up (flood mode)
 
@@ -36,7 +51,7 @@ class Stream:
 
     def __init__(
         self,
-        conn: _Conn,
+        conn: Conn,
         profile: Profile,
         events: Any,
         n_tokens: int,

@@ -6,7 +6,6 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils import timezone
 
-from dashboard.alerts.messages import test_message
 from dashboard.alerts.models.notifications import Notification
 from dashboard.alerts.transports import (
     REGISTRY,
@@ -101,5 +100,14 @@ class Channel(models.Model):
     def send_test(self) -> Notification:
         """Send a test notice now (the admin's "Send test notification")."""
         note = Notification.objects.create(channel=self, transition=Notification.TEST)
-        note.attempt(test_message(self), test=True)
+        note.attempt(self.test_message(), test=True)
         return note
+
+    def test_message(self) -> Message:
+        # The channel's own (not in alerts/messages.py, which reads AlertEvent from this
+        # models package): a test notice says only which channel it came through.
+        return Message(
+            subject="[Inferwatch] Test notification",
+            text=f"This is a test notification for the channel “{self.name}”. It works.",
+            payload={"state": "test", "channel": self.name},
+        )

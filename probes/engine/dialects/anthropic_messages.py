@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .base import Dialect, StreamRecorder, dict_of, int_or_none
-
-if TYPE_CHECKING:
-    from probes.engine.request import ProbeRequest
+from .base import BodyRequest, Dialect, StreamRecorder, dict_of, int_or_none
 
 ANTHROPIC_VERSION = "2023-06-01"
 
@@ -134,7 +131,7 @@ class AnthropicDialect(Dialect):
             headers["x-api-key"] = api_key
         return headers
 
-    def body(self, req: ProbeRequest) -> dict[str, Any]:
+    def body(self, req: BodyRequest) -> dict[str, Any]:
         system = [m["content"] for m in req.messages if m.get("role") == "system"]
         body: dict[str, Any] = {
             "model": req.model,

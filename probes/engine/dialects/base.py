@@ -18,15 +18,22 @@ output text): a stream that passes one ends as a protocol error naming the limit
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import orjson
 
 _loads = orjson.loads
 _JSONError = orjson.JSONDecodeError
 
-if TYPE_CHECKING:
-    from probes.engine.request import ProbeRequest
+
+class BodyRequest(Protocol):
+    """What a dialect's ``body`` reads of a request (probes/engine/request.py's
+    ProbeRequest). A protocol, so the dialects never import the request module that looks
+    them up by name: the import runs one way, request -> dialects."""
+
+    model: str
+    messages: list[dict[str, Any]]
+    max_tokens: int
 
 
 class StreamRecorder:
@@ -271,7 +278,7 @@ class Dialect:
             headers["authorization"] = f"Bearer {api_key}"
         return headers
 
-    def body(self, req: ProbeRequest) -> dict[str, Any]:  # pragma: no cover - per dialect
+    def body(self, req: BodyRequest) -> dict[str, Any]:  # pragma: no cover - per dialect
         raise NotImplementedError
 
     # Structured output and tool calls: workloads state a JSON schema or tools once,

@@ -3,13 +3,9 @@ extensions: Groq's x_groq usage and timing, SambaNova's, OpenRouter's cost."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .base import Dialect, StreamRecorder, dict_of, int_or_none, text_of, tool_text
-
-if TYPE_CHECKING:
-    from probes.engine.request import ProbeRequest
-
+from .base import BodyRequest, Dialect, StreamRecorder, dict_of, int_or_none, text_of, tool_text
 
 _GROQ_TIMING = ("queue_time", "prompt_time", "completion_time", "total_time")
 _SAMBANOVA_TIMING = (
@@ -140,7 +136,7 @@ def normalize_openai_usage(usage: dict[str, Any] | None) -> dict[str, Any] | Non
 
 
 class OpenAIChatDialect(Dialect):
-    def body(self, req: ProbeRequest) -> dict[str, Any]:
+    def body(self, req: BodyRequest) -> dict[str, Any]:
         return {
             "model": req.model,
             "messages": req.messages,

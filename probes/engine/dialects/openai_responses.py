@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .base import Dialect, StreamRecorder, dict_of, int_or_none
-
-if TYPE_CHECKING:
-    from probes.engine.request import ProbeRequest
+from .base import BodyRequest, Dialect, StreamRecorder, dict_of, int_or_none
 
 
 class OpenAIResponses(StreamRecorder):
@@ -78,7 +75,7 @@ class OpenAIResponses(StreamRecorder):
 
 
 class OpenAIResponsesDialect(Dialect):
-    def body(self, req: ProbeRequest) -> dict[str, Any]:
+    def body(self, req: BodyRequest) -> dict[str, Any]:
         return {
             "model": req.model,
             "input": req.messages,
