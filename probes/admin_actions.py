@@ -18,7 +18,7 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
 
-from probes import connection_check, runner
+from probes import connection_check
 from probes.engine import Limits, ProbeRequest, RunResult, measure_sync
 from probes.platform import secrets
 from probes.scheduling import caps
@@ -64,6 +64,10 @@ def _denied(modeladmin, request: HttpRequest) -> bool:
 def run_now(modeladmin, request: HttpRequest, queryset) -> None:
     if _denied(modeladmin, request) or _too_many(modeladmin, request, queryset):
         return
+    # The slot path (and the engine, jsonschema, OTel behind it) only when a run is asked
+    # for: Django imports the admin at startup, and every manage.py command would pay.
+    from probes import runner
+
     worker = f"admin@{socket.gethostname()}"
     for probe in queryset.select_related("endpoint__provider", "workload"):
         try:

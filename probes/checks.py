@@ -9,8 +9,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import jsonschema
-
 from probes.engine import RunResult
 
 # A run whose output is below this share of the workload's target "stopped far short":
@@ -35,6 +33,8 @@ def stopped_short(workload: Any, result: RunResult) -> bool:
 
 
 def _schema_error(instance: Any, schema: Any) -> str | None:
+    import jsonschema  # where used: the catalog loads this module when Django starts
+
     try:
         jsonschema.validate(instance, schema)
     except jsonschema.ValidationError as exc:

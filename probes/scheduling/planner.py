@@ -19,8 +19,12 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import numpy as np
+# numpy is imported in the functions that use it: the admin and onboarding load this module
+# when Django starts, and every manage.py command would pay for it (tests/test_layers.py).
+if TYPE_CHECKING:
+    import numpy as np
 
 CYCLE_S = 3600
 # Per second of use above the cap: above the provider's is what skips slots; above a
@@ -59,6 +63,8 @@ class Load:
         return max(1, min(math.ceil(self.busy_s + self.jitter_s), self.interval_s))
 
     def starts(self, phase_s: int) -> np.ndarray:
+        import numpy as np
+
         count = max(1, math.ceil(CYCLE_S / self.interval_s))
         return (phase_s + self.interval_s * np.arange(count)) % CYCLE_S
 
@@ -78,9 +84,13 @@ class Profile:
 
     @classmethod
     def empty(cls, limit: int, weight: float) -> Profile:
+        import numpy as np
+
         return cls(max(1, limit), weight, np.zeros(CYCLE_S), np.zeros(CYCLE_S))
 
     def add(self, load: Load, phase_s: int, units: int) -> None:
+        import numpy as np
+
         for start in load.starts(phase_s):
             cells = (start + np.arange(load.window_s)) % CYCLE_S
             self.use[cells] += units
@@ -89,6 +99,8 @@ class Profile:
     def cost(self, load: Load, units: int) -> np.ndarray:
         """Per candidate phase (0 … interval-1): the weighted use above the limit that
         placing `load` there would add, plus its starts sharing a second with others'."""
+        import numpy as np
+
         excess = np.minimum(np.maximum(self.use + units - self.limit, 0.0), units)
         doubled = np.concatenate([excess, excess])
         sums = np.concatenate([[0.0], np.cumsum(doubled)])
@@ -115,6 +127,8 @@ def place(
     caps: cap id -> (limit, weight); caps_of(load) -> [(cap id, units it takes)].
     Larger loads are placed first (they are the hardest to fit); ties keep the given order.
     """
+    import numpy as np
+
     profiles = {cap: Profile.empty(limit, weight) for cap, (limit, weight) in caps.items()}
     for load in fixed:
         if load.phase_s is not None:
