@@ -18,7 +18,7 @@ from django.http import HttpRequest
 from django.urls import path
 from django.utils.html import format_html
 
-from probes import admin_actions, admin_add_endpoint, admin_capacity, onboarding
+from probes import admin_actions, admin_add_endpoint, admin_capacity
 from probes.catalog import key_hosts
 from probes.models import (
     CanonicalModel,
@@ -35,6 +35,7 @@ from probes.models import (
 )
 from probes.models.providers import origin, url_without_password
 from probes.models.validators import validate_headers
+from probes.onboarding import new_endpoint
 
 PRICE_FIELDS = ["effective_from", "input_per_m", "cached_input_per_m", "output_per_m", "source_url"]
 _NEGATIVE_PRICE = {"min_value": "A price cannot be negative."}
@@ -108,7 +109,7 @@ class ProviderForm(forms.ModelForm):
     def clean(self) -> dict:
         data = super().clean()
         keyless = not (data.get("api_key") or data.get("api_key_env") or self.instance.pk)
-        if keyless and data.get("base_url") and onboarding.is_local(data["base_url"]):
+        if keyless and data.get("base_url") and new_endpoint.is_local(data["base_url"]):
             # A new local server with no key given is keyless (llama.cpp, vLLM, Ollama):
             # "requires key" would keep it from ever being probed.
             data["requires_key"] = False

@@ -18,8 +18,8 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
 
-from probes import connection_check
 from probes.engine import Limits, ProbeRequest, RunResult, measure_sync
+from probes.onboarding import connection_check
 from probes.platform import secrets
 from probes.scheduling import caps
 

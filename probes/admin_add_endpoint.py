@@ -1,10 +1,11 @@
 """The admin's "Add an endpoint" page: one form from a server's URL to running probes.
 
-Step 1, Test connection: the server is tested (probes/connection_check.py) and the form
+Step 1, Test connection: the server is tested (probes/onboarding/connection_check.py) and the form
 comes back filled with what it told: API style, context length, how to count tokens
 without usage, a safe concurrency, and the standard workloads that fit (those that do
 not are greyed, "not applicable").
-Step 2, Create: provider, endpoint and probes in one transaction (probes/onboarding.py).
+Step 2, Create: provider, endpoint and probes in one transaction
+(probes/onboarding/new_endpoint.py).
 
 A pasted key never comes back to the page: between the two steps it waits in the
 session, encrypted like a stored key. A named key variable is never read here: the web
@@ -25,7 +26,6 @@ from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
-from probes import connection_check, onboarding
 from probes.catalog import key_hosts
 from probes.models import (
     API_STYLES,
@@ -35,6 +35,7 @@ from probes.models import (
     validate_env_name,
 )
 from probes.models.validators import validate_metrics_url
+from probes.onboarding import connection_check, new_endpoint
 from probes.platform import secrets
 
 SESSION_KEY = "add_endpoint_api_key"
@@ -107,7 +108,7 @@ class AddEndpointForm(forms.Form):
     )
     interval_s = forms.IntegerField(
         label="Interval (seconds)",
-        initial=onboarding.DEFAULT_INTERVAL_S,
+        initial=new_endpoint.DEFAULT_INTERVAL_S,
         validators=[MinValueValidator(10)],
         help_text="Test connection proposes a longer one when the probes would not fit "
         "the server's slots.",
@@ -172,16 +173,16 @@ def _filled(form: AddEndpointForm, report: connection_check.ConnectionReport) ->
     if report.server_metrics_url:
         data["server_metrics_url"] = report.server_metrics_url
     if not data.get("provider_name"):
-        data["provider_name"] = onboarding.provider_name(
+        data["provider_name"] = new_endpoint.provider_name(
             form.cleaned_data["base_url"], report.server_software
         )
     if not data.get("model_name"):  # an existing model offered; what was typed is kept
-        matched = onboarding.matching_model(form.cleaned_data["model_id"])
+        matched = new_endpoint.matching_model(form.cleaned_data["model_id"])
         data["model_name"] = matched.name if matched else form.cleaned_data["model_id"]
-    proposals = onboarding.propose(report.context_tokens, report.safe_concurrency)
+    proposals = new_endpoint.propose(report.context_tokens, report.safe_concurrency)
     data.setlist("workloads", [str(p.workload.pk) for p in proposals if p.fits])
     # An interval the chosen probes fit in, when the one typed would not.
-    plan = onboarding.capacity_proposal(
+    plan = new_endpoint.capacity_proposal(
         [p.workload for p in proposals if p.fits],
         report.safe_concurrency,
         form.cleaned_data["interval_s"],
@@ -234,7 +235,7 @@ def add_endpoint_view(model_admin, request: HttpRequest) -> HttpResponse:
     plan = None
     if form.is_bound and form.cleaned_data.get("interval_s"):
         # After a test, the plan at the interval typed: it says why another is proposed.
-        plan = onboarding.capacity_proposal(
+        plan = new_endpoint.capacity_proposal(
             list(form.cleaned_data.get("workloads") or []),
             slots,
             typed_interval_s or form.cleaned_data["interval_s"],
@@ -246,7 +247,7 @@ def add_endpoint_view(model_admin, request: HttpRequest) -> HttpResponse:
         "opts": model_admin.model._meta,
         "form": form,
         "report": report,
-        "proposals": onboarding.propose(context_tokens, slots) if form.is_bound else [],
+        "proposals": new_endpoint.propose(context_tokens, slots) if form.is_bound else [],
         "chosen": chosen,
         "plan": plan,
     }
@@ -261,8 +262,8 @@ def _create(form: AddEndpointForm, request: HttpRequest) -> int | None:
     pasted = data.get("api_key") or ""
     if not pasted and not data.get("api_key_env") and request.session.get(SESSION_KEY):
         pasted = secrets.decrypt(request.session[SESSION_KEY])
-    spec = onboarding.NewEndpoint(
-        provider_name=data["provider_name"] or onboarding.provider_name(data["base_url"]),
+    spec = new_endpoint.NewEndpoint(
+        provider_name=data["provider_name"] or new_endpoint.provider_name(data["base_url"]),
         api_style=data["api_style"],
         base_url=data["base_url"],
         model_id=data["model_id"],
@@ -278,7 +279,7 @@ def _create(form: AddEndpointForm, request: HttpRequest) -> int | None:
         output_tps=data.get("output_tps"),
     )
     try:
-        created = onboarding.create(spec)
+        created = new_endpoint.create(spec)
     except ValidationError as exc:
         for name, errors in exc.message_dict.items():
             target = name if name in form.fields else None

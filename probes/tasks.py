@@ -25,8 +25,8 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError, connections
 
 from probes import runner
-from probes.calibration import calibrate
 from probes.models import DispatchedSlot, Probe, WorkerCalibration
+from probes.onboarding.calibration import calibrate
 from probes.recording import recorder, retention
 from probes.scheduling import caps, dispatch, heartbeat, lateness, ledger, maintenance
 

@@ -14,8 +14,8 @@ from django.core.validators import MinValueValidator
 from django.db import models
 from django.utils import timezone
 
-from probes import context_fit
 from probes.engine.dialects import API_CHOICES
+from probes.models import context_fit
 from probes.models.validators import (
     positive,
     validate_base_url,

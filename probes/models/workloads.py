@@ -7,7 +7,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils import timezone
 
-from probes import context_fit
+from probes.models import context_fit
 from probes.models.providers import CanonicalModel, Endpoint, Provider
 from probes.models.validators import validate_region
 

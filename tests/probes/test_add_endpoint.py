@@ -13,9 +13,10 @@ from django.urls import reverse
 
 from dashboard.queries import filters as query_filters
 from dashboard.queries import leaderboard as leaderboards
-from probes import connection_check, onboarding, runner
+from probes import runner
 from probes.catalog.loader import LoadReport, load_workloads
 from probes.models import CanonicalModel, Endpoint, Probe, ProbeRun, Provider
+from probes.onboarding import connection_check, new_endpoint
 from probes.scheduling import dispatch
 from probes.simulator import ServerTraits, start_in_process, start_in_thread
 from tests.probes.test_admin import provider_form
@@ -62,7 +63,7 @@ def test_the_check_detects_an_anthropic_only_server():
 
 def test_a_long_prompt_does_not_fit_a_small_context_and_a_short_one_does(db):
     load_workloads(LoadReport())
-    fits = {p.workload.slug: p.fits for p in onboarding.propose(2048)}
+    fits = {p.workload.slug: p.fits for p in new_endpoint.propose(2048)}
     assert fits == {
         "chat-short": True,
         "standard-1k": False,
@@ -75,18 +76,18 @@ def test_a_long_prompt_does_not_fit_a_small_context_and_a_short_one_does(db):
         "tool-call": True,
         "parallel-8": True,
     }
-    assert all(p.fits for p in onboarding.propose(None))  # unknown context: no verdict
+    assert all(p.fits for p in new_endpoint.propose(None))  # unknown context: no verdict
 
 
 def test_a_parallel_workload_wider_than_the_servers_slots_is_not_proposed(db):
     load_workloads(LoadReport())
-    one_slot = {p.workload.slug: p for p in onboarding.propose(None, slots=1)}
+    one_slot = {p.workload.slug: p for p in new_endpoint.propose(None, slots=1)}
     assert not one_slot["parallel-8"].fits
     assert "8 requests at once" in one_slot["parallel-8"].reason
     # Sequential groups send one request at a time: one slot is enough.
     assert one_slot["agent-loop"].fits and one_slot["cached-10k"].fits
-    assert all(p.fits for p in onboarding.propose(None, slots=8))
-    assert all(p.fits for p in onboarding.propose(None, slots=None))  # unknown: no verdict
+    assert all(p.fits for p in new_endpoint.propose(None, slots=8))
+    assert all(p.fits for p in new_endpoint.propose(None, slots=None))  # unknown: no verdict
 
 
 def form(base_url: str, **extra) -> dict:

@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from probes import onboarding
 from probes.models import CanonicalModel, Endpoint
+from probes.onboarding import new_endpoint
 from probes.simulator import ServerTraits, start_in_thread
 from tests.probes.test_add_endpoint import form
 
@@ -51,15 +51,15 @@ def models(db):
     ],
 )
 def test_a_model_id_is_matched_to_an_existing_model(models, model_id, expected):
-    matched = onboarding.matching_model(model_id)
+    matched = new_endpoint.matching_model(model_id)
     assert (matched.name if matched else None) == expected
 
 
 def test_the_provider_is_named_by_the_server_and_its_host_never_its_credentials():
-    name = onboarding.provider_name("http://ops:s3cret@10.0.0.5:8000/v1", "vLLM")
+    name = new_endpoint.provider_name("http://ops:s3cret@10.0.0.5:8000/v1", "vLLM")
     assert name == "vLLM @ 10.0.0.5:8000"
-    assert onboarding.provider_name("https://api.example.com/v1") == "api.example.com"
-    assert onboarding.provider_name("http://[::1]:8080/v1") == "[::1]:8080"
+    assert new_endpoint.provider_name("https://api.example.com/v1") == "api.example.com"
+    assert new_endpoint.provider_name("http://[::1]:8080/v1") == "[::1]:8080"
 
 
 def test_the_form_offers_the_matched_model_and_a_named_provider_and_the_user_decides(

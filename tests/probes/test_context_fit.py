@@ -12,10 +12,11 @@ from datetime import UTC, datetime
 
 import pytest
 
-from probes import connection_check, context_fit, groups, onboarding, prompts, runner, workloads
+from probes import groups, prompts, runner, workloads
 from probes.catalog.loader import LoadReport, load_workloads
 from probes.engine import ProbeRequest, RunResult, tokens
-from probes.models import CanonicalModel, Endpoint, Probe, ProbeRun, Provider, Workload
+from probes.models import CanonicalModel, Endpoint, Probe, ProbeRun, Provider, Workload, context_fit
+from probes.onboarding import connection_check, new_endpoint
 from probes.simulator import ServerTraits, start_in_thread
 
 MODEL = "sim-gpu@tps=3000,ttft=20"
@@ -174,11 +175,11 @@ def test_agent_loop_is_proposed_and_runs_only_where_its_last_step_fits(context):
         report = connection_check.check(sim.base_url, MODEL)
         assert report.context_tokens == context
 
-        proposed = {p.workload.slug: p for p in onboarding.propose(report.context_tokens)}
+        proposed = {p.workload.slug: p for p in new_endpoint.propose(report.context_tokens)}
         fits = context >= 8192
         assert proposed["agent-loop"].fits is fits
-        created = onboarding.create(
-            onboarding.NewEndpoint(
+        created = new_endpoint.create(
+            new_endpoint.NewEndpoint(
                 provider_name="Box", api_style=report.api_style, base_url=sim.base_url,
                 model_id=MODEL, model_name="Small", context_tokens=report.context_tokens,
                 workloads=[agent_loop],

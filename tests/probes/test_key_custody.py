@@ -249,7 +249,7 @@ def test_credentials_in_the_base_url_are_refused(admin_client, url):
 
 
 def test_a_provider_is_named_after_host_and_port_never_user_info():
-    from probes.onboarding import provider_name
+    from probes.onboarding.new_endpoint import provider_name
 
     assert provider_name("http://10.20.30.40:8080/v1") == "10.20.30.40:8080"
     assert provider_name("https://ops:pass@api.acme.example/v1") == "api.acme.example"

@@ -8,9 +8,9 @@ from itertools import combinations
 
 import pytest
 
-from probes import onboarding
 from probes.catalog import loader
 from probes.models import CanonicalModel, Claim, Endpoint, Probe, ProbeRun, Provider
+from probes.onboarding import new_endpoint
 from probes.scheduling import capacity, planner
 
 ONE_SLOT = {"one": (1, planner.PROVIDER_WEIGHT)}
@@ -93,7 +93,7 @@ def test_fitting_interval_is_the_shortest_nice_one_within_the_share():
 
 @pytest.fixture
 def one_slot_server(db):
-    return onboarding.NewEndpoint(
+    return new_endpoint.NewEndpoint(
         provider_name="my llama",
         api_style="openai-chat",
         base_url="http://127.0.0.1:9/v1",
@@ -106,9 +106,9 @@ def one_slot_server(db):
 
 
 def test_add_endpoint_spreads_its_probes_over_the_one_slot(one_slot_server):
-    standard = [p.workload for p in onboarding.propose(None, 1) if p.fits]
+    standard = [p.workload for p in new_endpoint.propose(None, 1) if p.fits]
     one_slot_server.workloads = standard
-    created = onboarding.create(one_slot_server)
+    created = new_endpoint.create(one_slot_server)
     probes = list(Probe.objects.filter(endpoint=created.endpoint).select_related("workload"))
     assert len(probes) >= 7
     starts = {p.pk: p.next_run_at.timestamp() for p in probes}
@@ -121,8 +121,8 @@ def test_add_endpoint_spreads_its_probes_over_the_one_slot(one_slot_server):
 
 
 def test_busy_time_is_measured_then_claimed_then_assumed(db, one_slot_server):
-    one_slot_server.workloads = [p.workload for p in onboarding.propose(None, 1)][:1]
-    created = onboarding.create(one_slot_server)
+    one_slot_server.workloads = [p.workload for p in new_endpoint.propose(None, 1)][:1]
+    created = new_endpoint.create(one_slot_server)
     probe = Probe.objects.select_related("workload", "endpoint").get(endpoint=created.endpoint)
     assumed = capacity.busy_of([probe])[0]
     assert assumed.source == "assumed"
@@ -152,7 +152,7 @@ def test_capacity_plan_per_provider_and_region(db, settings):
     endpoint = Endpoint.objects.create(provider=provider, model_id="m", canonical_model=canonical)
     Claim.objects.create(endpoint=endpoint, metric="output_tps", value=60, source_title="x")
     loader.load_workloads(loader.LoadReport())
-    workload = onboarding.standard_workloads()[0]
+    workload = new_endpoint.standard_workloads()[0]
     Probe.objects.create(endpoint=endpoint, workload=workload, interval_s=60)
     plan = {use.kind: use for use in capacity.capacity_plan()}
     busy = capacity.estimate(workload, capacity.Speed(60))

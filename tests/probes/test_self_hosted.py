@@ -17,8 +17,9 @@ from django.core.management import CommandError, call_command
 from django.test import Client
 from django.urls import reverse
 
-from probes import connection_check, runner
+from probes import runner
 from probes.models import CanonicalModel, Endpoint, Probe, ProbeRun, Provider, Workload
+from probes.onboarding import connection_check
 from probes.simulator import PowerModel, Profile, ServerTraits, start_in_thread
 from tests.probes.test_add_endpoint import form
 

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 import pytest
 from django.urls import reverse
 
-from probes import connection_check
 from probes.models import CanonicalModel, Endpoint, Provider
+from probes.onboarding import connection_check
 from probes.simulator import start_in_thread
 from tests.probes.test_add_endpoint import form
 

@@ -21,7 +21,7 @@ from dashboard.alerts.models import Channel, Notification
 from dashboard.alerts.transports import TransportError
 from dashboard.alerts.transports.base import unexpected_failure
 from dashboard.alerts.transports.http import bounded_post
-from probes import connection_check
+from probes.onboarding import connection_check
 
 pytestmark = pytest.mark.django_db
 

@@ -15,8 +15,8 @@ import json
 
 import pytest
 
-from probes.calibration import calibrate
 from probes.engine import ProbeRequest, RunResult, measure, measure_sync
+from probes.onboarding.calibration import calibrate
 from probes.simulator import SimulatorProcess
 
 

@@ -1,7 +1,7 @@
 """From "I have an endpoint" to probes that run: the plan and the one-step creation.
 
 The add-endpoint page (probes/admin_add_endpoint.py) tests the server
-(probes/connection_check.py), then shows `propose()`'s plan: every standard workload,
+(probes/onboarding/connection_check.py), then shows `propose()`'s plan: every standard workload,
 marked fitting or not applicable for the server's context and its slots (a parallel
 workload wider than the server's concurrency could never run), at a concurrency the
 server can take. `create()` makes the provider, the endpoint and its probes in one transaction.
@@ -17,9 +17,8 @@ from django.conf import settings
 from django.db import transaction
 from django.utils.text import slugify
 
-from probes import context_fit
 from probes.catalog import loader
-from probes.models import CanonicalModel, Endpoint, Probe, Provider, Workload
+from probes.models import CanonicalModel, Endpoint, Probe, Provider, Workload, context_fit
 from probes.scheduling import capacity, planner
 from probes.workloads import BY_SLUG
 
