@@ -72,3 +72,72 @@ def test_no_module_is_over_600_lines():
         and (n := len(path.read_text(encoding="utf-8").splitlines())) > 600
     }
     assert long == {}
+
+
+def import_cycles(graph) -> list[tuple[str, ...]]:
+    """Every import cycle between modules of `graph` (one shortest chain per cycle): an
+    import a -> b is in a cycle when b leads back to a."""
+    cycles: dict[frozenset[str], tuple[str, ...]] = {}
+    for importer in sorted(graph.modules):
+        for imported in sorted(graph.find_modules_directly_imported_by(importer)):
+            back = graph.find_shortest_chain(importer=imported, imported=importer)
+            if back:
+                cycle = (importer, *back)
+                cycles.setdefault(frozenset(cycle), cycle)
+    return sorted(cycles.values())
+
+
+def _graph(*packages: str):
+    import grimp
+
+    # Function-level and TYPE_CHECKING imports count: a circle drawn only for the type
+    # checker still says two rooms lean on each other (issue 23 item 4).
+    return grimp.build_graph(
+        *packages,
+        include_external_packages=False,
+        exclude_type_checking_imports=False,
+        cache_dir=None,
+    )
+
+
+def test_no_import_cycles_between_modules():
+    assert import_cycles(_graph("probes", "dashboard")) == []
+
+
+def test_the_cycle_finder_sees_an_import_inside_a_function(tmp_path, monkeypatch):
+    package = tmp_path / "circle_pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text("from circle_pkg import b\n")
+    (package / "b.py").write_text("def late():\n    from circle_pkg import c\n")
+    (package / "c.py").write_text("import circle_pkg.a\n")
+    (package / "d.py").write_text("import circle_pkg.a\n")  # leads in, not round
+    monkeypatch.syspath_prepend(str(tmp_path))
+    cycles = import_cycles(_graph("circle_pkg"))
+    assert [set(cycle) for cycle in cycles] == [{"circle_pkg.a", "circle_pkg.b", "circle_pkg.c"}]
+
+
+# Big libraries a command must not pay for unless it uses them (issue 23 item 7): each is
+# imported inside the function that needs it. opentelemetry is not listed: redis-py 8
+# imports its SDK itself whenever it is installed (redis/observability/providers.py), and
+# Django's startup imports redis (dashboard/broker.py patches kombu before any
+# connection); our own OTel push (probes.platform.otel) is listed instead.
+HEAVY = ("scipy", "numpy", "plotly", "jsonschema", "bpe_openai", "tokenizers", "playwright")
+HEAVY_OURS = ("probes.platform.otel",)
+
+
+def test_manage_py_help_measure_imports_no_heavy_library():
+    done = _python(
+        "import contextlib, io, runpy, sys\n"
+        "sys.argv = ['manage.py', 'help', 'measure']\n"
+        "out = io.StringIO()\n"
+        "with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):\n"
+        "    runpy.run_path('manage.py', run_name='__main__')\n"
+        "assert 'usage: manage.py measure' in out.getvalue(), out.getvalue()\n"
+        f"heavy = {HEAVY!r}; ours = {HEAVY_OURS!r}\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & set(heavy)),"
+        " sorted(set(ours) & set(sys.modules)), 'django.contrib.admin' in sys.modules)"
+    )
+    assert done.returncode == 0, done.stderr
+    # Django did start (the admin is loaded), and none of the heavy modules came with it.
+    assert done.stdout.strip() == "[] [] True"

@@ -1,6 +1,6 @@
 """From "I have an endpoint" to probes that run: the plan and the one-step creation.
 
-The add-endpoint page (probes/admin_add_endpoint.py) tests the server
+The add-endpoint page (probes/admin/add_endpoint.py) tests the server
 (probes/onboarding/connection_check.py), then shows `propose()`'s plan: every standard workload,
 marked fitting or not applicable for the server's context and its slots (a parallel
 workload wider than the server's concurrency could never run), at a concurrency the

@@ -9,7 +9,7 @@ from django.contrib.messages.storage.fallback import FallbackStorage
 from django.test import RequestFactory
 from django.urls import reverse
 
-from probes import admin_actions
+from probes.admin import operator_actions
 from probes.models import Probe, ProbeRun, Provider
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -87,7 +87,8 @@ def test_a_view_only_user_cannot_test_a_connection(viewer, make_probe, counting_
 
 
 @pytest.mark.parametrize(
-    ("model", "action"), [(Probe, admin_actions.run_now), (Provider, admin_actions.test_connection)]
+    ("model", "action"),
+    [(Probe, operator_actions.run_now), (Provider, operator_actions.test_connection)],
 )
 def test_an_action_called_for_a_view_only_user_refuses_and_says_so(
     viewer, make_probe, counting_provider, model, action

@@ -8,7 +8,7 @@ import pytest
 from django.urls import reverse
 
 from dashboard.status.checks import FAIL, OK, WARN, check_capacity
-from probes import admin_capacity
+from probes.admin import capacity
 from probes.models import Probe, Provider
 from probes.simulator import ServerTraits, start_in_thread
 from tests.probes.test_add_endpoint import form
@@ -96,7 +96,7 @@ def test_raising_the_cap_in_the_admin_replans_the_providers_probes(admin_client,
     provider.max_concurrency = 2
     provider.save()
 
-    admin_capacity.replan_after_provider_edit(provider, {"max_concurrency"})
+    capacity.replan_after_provider_edit(provider, {"max_concurrency"})
 
     after = list(Probe.objects.values_list("next_run_at", flat=True))
     # Two lanes instead of one: the seven fit in about half the time, still one per second.

@@ -18,7 +18,7 @@ from django.http import HttpRequest
 from django.urls import path
 from django.utils.html import format_html
 
-from probes import admin_actions, admin_add_endpoint, admin_capacity
+from probes.admin import capacity, operator_actions
 from probes.catalog import key_hosts
 from probes.models import (
     CanonicalModel,
@@ -226,13 +226,13 @@ class ProviderAdmin(admin.ModelAdmin):
         ),
         ("About", {"fields": ["website", "notes"]}),
     ]
-    # Operator actions live in probes/admin_actions.py.
-    actions: list = [admin_actions.test_connection]
+    # Operator actions live in probes/admin/operator_actions.py.
+    actions: list = [operator_actions.test_connection]
     change_list_template = "admin/probes/provider/change_list.html"
 
     def get_urls(self):
         add_endpoint = self.admin_site.admin_view(
-            lambda request: admin_add_endpoint.add_endpoint_view(self, request)
+            lambda request: add_endpoint.add_endpoint_view(self, request)
         )
         own = [path("add-endpoint/", add_endpoint, name="probes_provider_add_endpoint")]
         return own + super().get_urls()
@@ -296,7 +296,7 @@ class ProviderAdmin(admin.ModelAdmin):
     def save_model(self, request: HttpRequest, obj: Provider, form, change: bool) -> None:
         super().save_model(request, obj, form, change)
         if change:
-            admin_capacity.replan_after_provider_edit(obj, set(form.changed_data))
+            capacity.replan_after_provider_edit(obj, set(form.changed_data))
         if getattr(obj, "secrets_dropped", False):
             self.message_user(
                 request,
@@ -307,11 +307,11 @@ class ProviderAdmin(admin.ModelAdmin):
 
     @admin.display(description="cap used")
     def utilisation(self, provider: Provider) -> str:
-        return admin_capacity.utilisation_cell(provider)
+        return capacity.utilisation_cell(provider)
 
     @admin.display(description="capacity plan")
     def capacity_plan(self, provider: Provider) -> str:
-        return admin_capacity.utilisation_text(provider) if provider.pk else "–"
+        return capacity.utilisation_text(provider) if provider.pk else "–"
 
 
 class PriceForm(forms.ModelForm):
@@ -483,8 +483,8 @@ class ProbeAdmin(admin.ModelAdmin):
     search_fields = ["endpoint__model_id", "endpoint__provider__name", "workload__slug"]
     autocomplete_fields = ["endpoint"]
     readonly_fields = ["last_dispatched_at"]
-    # Operator actions live in probes/admin_actions.py.
-    actions: list = [admin_actions.run_now]
+    # Operator actions live in probes/admin/operator_actions.py.
+    actions: list = [operator_actions.run_now]
 
     @admin.display(description="probe", ordering="endpoint__provider__name")
     def target(self, probe: Probe) -> str:
@@ -512,12 +512,12 @@ class ProbeAdmin(admin.ModelAdmin):
 
     @admin.display(description="skipped")  # in the last 24 h; short: the list fits 1,400 px
     def skips(self, probe: Probe) -> str:
-        return admin_capacity.skips_cell(probe)
+        return capacity.skips_cell(probe)
 
     def save_model(self, request: HttpRequest, obj, form, change: bool) -> None:
         super().save_model(request, obj, form, change)
         # A new or rescheduled probe gets a phase apart from those sharing its caps.
-        admin_capacity.replan_after_probe_edit(obj, set(form.changed_data), not change)
+        capacity.replan_after_probe_edit(obj, set(form.changed_data), not change)
 
     def get_changelist_form(self, request: HttpRequest, **kwargs):
         # The list's inline-edited intervals get the same clear messages as the change form.
