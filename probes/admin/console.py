@@ -18,7 +18,7 @@ from django.http import HttpRequest
 from django.urls import path
 from django.utils.html import format_html
 
-from probes.admin import capacity, operator_actions
+from probes.admin import add_endpoint, capacity, operator_actions
 from probes.catalog import key_hosts
 from probes.models import (
     CanonicalModel,
@@ -231,10 +231,10 @@ class ProviderAdmin(admin.ModelAdmin):
     change_list_template = "admin/probes/provider/change_list.html"
 
     def get_urls(self):
-        add_endpoint = self.admin_site.admin_view(
+        page = self.admin_site.admin_view(
             lambda request: add_endpoint.add_endpoint_view(self, request)
         )
-        own = [path("add-endpoint/", add_endpoint, name="probes_provider_add_endpoint")]
+        own = [path("add-endpoint/", page, name="probes_provider_add_endpoint")]
         return own + super().get_urls()
 
     def save_related(self, request: HttpRequest, form, formsets, change: bool) -> None:
