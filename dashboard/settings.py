@@ -341,6 +341,21 @@ SIMULATOR_URL = env_str("SIMULATOR_URL", "http://127.0.0.1:8765")
 # such as http://collector:4318. Empty: off.
 OTEL_EXPORTER_OTLP_ENDPOINT = env_str("OTEL_EXPORTER_OTLP_ENDPOINT", "")
 
+
+def _otlp_refusal(url: str) -> str | None:
+    # The same policy as every URL field (probes/engine/egress.py), judged now so a
+    # metadata address stops the start rather than each export (the door refuses those too).
+    from probes.engine import egress
+
+    policy = egress.Policy(egress.parse_networks(EGRESS_DENY), egress.parse_networks(EGRESS_ALLOW))
+    return egress.url_refusal(url, policy)
+
+
+if OTEL_EXPORTER_OTLP_ENDPOINT and _otlp_refusal(OTEL_EXPORTER_OTLP_ENDPOINT):
+    raise ImproperlyConfigured(
+        f"OTEL_EXPORTER_OTLP_ENDPOINT: {_otlp_refusal(OTEL_EXPORTER_OTLP_ENDPOINT)}"
+    )
+
 # Where people reach the site, for links in alert notices (e.g. https://inferwatch.example.com).
 # Empty: notices carry paths only.
 SITE_URL = env_str("SITE_URL", "" if PRODUCTION else "http://127.0.0.1:8000").rstrip("/")

@@ -10,7 +10,7 @@ user, and each action refuses such a user itself, whoever calls it.
 
 from __future__ import annotations
 
-import socket
+import platform
 
 from django.conf import settings
 from django.contrib import admin, messages
@@ -63,7 +63,7 @@ def _denied(modeladmin, request: HttpRequest) -> bool:
 def run_now(modeladmin, request: HttpRequest, queryset) -> None:
     if _denied(modeladmin, request) or _too_many(modeladmin, request, queryset):
         return
-    worker = f"admin@{socket.gethostname()}"
+    worker = f"admin@{platform.node()}"
     for probe in queryset.select_related("endpoint__provider", "workload"):
         try:
             outcome = runner.run_slot(

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from probes.engine import ProbeRequest, client, egress, measure_sync
+from probes.engine import ProbeRequest, client, door, egress, measure_sync
 from probes.simulator import Profile, start_in_thread
 
 from .test_fastread import _self_signed
@@ -165,12 +165,9 @@ def test_tls_keeps_the_hostname_for_sni_and_verification(tmp_path, monkeypatch, 
 
 
 def test_synchronous_side_requests_pass_the_same_policy(sim):
-    import httpx
-
     egress.configure(deny=["127.0.0.0/8"])
-    refused = pytest.raises(httpx.ConnectError, match="refused by EGRESS_DENY")
-    with httpx.Client(transport=egress.sync_transport()) as side, refused:
-        side.get(f"{sim.base_url}/models")
+    with pytest.raises(door.ConnectError, match="refused by EGRESS_DENY"):
+        door.request_sync("GET", f"{sim.base_url}/models", deadline_s=5, max_bytes=1 << 20)
     egress.configure()
-    with httpx.Client(transport=egress.sync_transport()) as side:
-        assert side.get(f"{sim.base_url}/models").status_code == 200
+    answer = door.request_sync("GET", f"{sim.base_url}/models", deadline_s=5, max_bytes=1 << 20)
+    assert answer.status_code == 200
