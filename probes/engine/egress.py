@@ -27,6 +27,7 @@ import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import anyio
 import httpcore
@@ -174,8 +175,6 @@ def url_refusal(url: str, policy: Policy | None = None) -> str | None:
     """Why the policy refuses `url` before any request (its host is a refused address or
     a metadata name), or None. A URL field's validation and every use ask this; a name is
     judged again by what it resolves to at each connection."""
-    from urllib.parse import urlsplit
-
     try:
         host = (urlsplit(url.strip()).hostname or "").lower().rstrip(".")
     except ValueError:
