@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.conf import settings
 
-from probes.engine import http_errors
+from probes.engine import door, http_errors
 
 UNDECRYPTABLE = (
     "stored API key cannot be decrypted (rotated FIELD_ENCRYPTION_KEY?): add the old key "
@@ -139,11 +139,23 @@ def bound_hosts(name: str) -> tuple[str, ...]:
     return (*_vendor_bindings().get(name, ()), *configured)
 
 
+def bound_origins(name: str) -> tuple[str, ...]:
+    """The full origins (scheme://host:port) `name`'s key is bound to by
+    PROVIDER_KEY_ENV_HOSTS: a provider saved at one of them binds the key there, whatever
+    it was bound to before."""
+    return tuple(door.origin(entry) for entry in bound_hosts(name) if "://" in entry)
+
+
 def env_host_refusal(name: str, base_url: str) -> str | None:
-    """Why the key in variable `name` may not be sent to `base_url`'s host, or None."""
+    """Why the key in variable `name` may not be sent to `base_url`, or None. A host
+    entry admits any origin on that host (the key is then bound to the provider's origin
+    when it is saved); an origin entry admits exactly that origin."""
     host = (urlsplit(base_url).hostname or "").lower()
     hosts = bound_hosts(name)
-    if host and any(fnmatchcase(host, pattern.lower()) for pattern in hosts):
+    patterns = [pattern.lower() for pattern in hosts if "://" not in pattern]
+    if host and any(fnmatchcase(host, pattern) for pattern in patterns):
+        return None
+    if door.origin(base_url) in bound_origins(name):
         return None
     where = ", ".join(hosts) if hosts else "no host"
     return (
