@@ -135,9 +135,10 @@ async def count_texts(
     model: str,
     texts: Iterable[str],
     headers: dict[str, str] | None = None,
+    keys: Sequence[door.KeyBinding] = (),
 ) -> int:
     """Tokens in ``texts`` (summed, each counted alone) by the server's tokenizer."""
-    (total,) = await count_groups(method, base_url, model, [texts], headers)
+    (total,) = await count_groups(method, base_url, model, [texts], headers, keys)
     return total
 
 
