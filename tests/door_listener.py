@@ -38,7 +38,7 @@ class _Handler(socketserver.BaseRequestHandler):
             with server.lock:
                 server.heads.append(head.decode("latin-1"))
             self.request.sendall(
-                b"HTTP/1.1 200 OK\r\ncontent-type: " + server.content_type + b"\r\n"
+                server.status_line + b"\r\ncontent-type: " + server.content_type + b"\r\n"
                 b"content-length: " + str(len(server.body)).encode() + b"\r\n"
                 b"connection: close\r\n\r\n" + server.body
             )
@@ -53,6 +53,7 @@ class CountingListener(socketserver.ThreadingTCPServer):
     def __init__(self, body: bytes = b"{}", content_type: bytes = b"application/json") -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
         self.body = body
+        self.status_line = b"HTTP/1.1 200 OK"  # a test may answer a redirect instead
         self.content_type = content_type
         self.connections = 0
         self.heads: list[str] = []

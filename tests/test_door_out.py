@@ -187,3 +187,18 @@ def test_a_metadata_address_never_reaches_the_metadata_service(kind, url, fake_m
     said = KINDS[kind](url)
     assert fake_metadata.connections == 0, f"{kind} reached the metadata service via {url}"
     assert "INTERNAL-SECRET" not in said
+
+
+def test_the_door_follows_no_redirect(listener):
+    # A 3xx is an answer: the door never makes a second request to where it points
+    # (an internal page or the metadata service behind a public URL).
+    target = CountingListener()
+    redirect = CountingListener(b"")
+    redirect.status_line = b"HTTP/1.1 302 Found\r\nlocation: " + target.url.encode() + b"/x"
+    try:
+        answer = door.request_sync("GET", redirect.url + "/", deadline_s=5, max_bytes=1024)
+        assert answer.status_code == 302 and redirect.connections == 1
+        assert target.connections == 0
+    finally:
+        target.stop()
+        redirect.stop()
