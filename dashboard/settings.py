@@ -109,18 +109,24 @@ def _key_env_hosts(pairs: list[str]) -> dict[str, list[str]]:
     bound: dict[str, list[str]] = {}
     for pair in pairs:
         name, _, host = (part.strip() for part in pair.partition("="))
-        if not re.fullmatch(r"[A-Z_][A-Z0-9_]*", name) or not re.fullmatch(r"[a-z0-9*.-]+", host):
+        # A host (pattern) binds the key to the origin the provider has when saved with
+        # it; a full origin (https://host:port) binds it to exactly that origin.
+        is_host = re.fullmatch(r"[a-z0-9*.-]+", host)
+        is_origin = re.fullmatch(r"https?://[a-z0-9.-]+(:[0-9]{1,5})?/?", host)
+        if not re.fullmatch(r"[A-Z_][A-Z0-9_]*", name) or not (is_host or is_origin):
             raise ImproperlyConfigured(
-                f"PROVIDER_KEY_ENV_HOSTS: {pair!r} is not VARIABLE=host "
-                "(e.g. ACME_API_KEY=api.acme.com; the host may use *, e.g. *.acme.com)"
+                f"PROVIDER_KEY_ENV_HOSTS: {pair!r} is not VARIABLE=host or VARIABLE=origin "
+                "(e.g. ACME_API_KEY=api.acme.com, the host may use *, e.g. *.acme.com; or "
+                "ACME_API_KEY=https://api.acme.com:8443)"
             )
         bound.setdefault(name, []).append(host)
     return bound
 
 
 # Which hosts a key variable may be sent to, besides the catalog vendors' own bindings
-# (OPENAI_API_KEY to api.openai.com ...; probes/platform/secrets.py): comma-separated VARIABLE=host
-# pairs. Only a superuser may pair a variable with a host it is not bound to.
+# (OPENAI_API_KEY to api.openai.com ...; probes/catalog/key_hosts.py): comma-separated VARIABLE=host
+# or VARIABLE=https://host:port pairs. Only a superuser may pair a variable with a host it
+# is not bound to, or move a key to another scheme or port.
 PROVIDER_KEY_ENV_HOSTS = _key_env_hosts(env_list("PROVIDER_KEY_ENV_HOSTS"))
 
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", [] if PRODUCTION else ["127.0.0.1", "localhost"])
@@ -341,6 +347,21 @@ SIMULATOR_URL = env_str("SIMULATOR_URL", "http://127.0.0.1:8765")
 # OpenTelemetry push of every measured request (probes/platform/otel.py): an OTLP/HTTP base URL
 # such as http://collector:4318. Empty: off.
 OTEL_EXPORTER_OTLP_ENDPOINT = env_str("OTEL_EXPORTER_OTLP_ENDPOINT", "")
+
+
+def _otlp_refusal(url: str) -> str | None:
+    # The same policy as every URL field (probes/engine/egress.py), judged now so a
+    # metadata address stops the start rather than each export (the door refuses those too).
+    from probes.engine import egress
+
+    policy = egress.Policy(egress.parse_networks(EGRESS_DENY), egress.parse_networks(EGRESS_ALLOW))
+    return egress.url_refusal(url, policy)
+
+
+if OTEL_EXPORTER_OTLP_ENDPOINT and _otlp_refusal(OTEL_EXPORTER_OTLP_ENDPOINT):
+    raise ImproperlyConfigured(
+        f"OTEL_EXPORTER_OTLP_ENDPOINT: {_otlp_refusal(OTEL_EXPORTER_OTLP_ENDPOINT)}"
+    )
 
 # Where people reach the site, for links in alert notices (e.g. https://inferwatch.example.com).
 # Empty: notices carry paths only.

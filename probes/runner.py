@@ -92,6 +92,7 @@ def build_request(
         base_url=provider.base_url,
         model=endpoint.model_id,
         api_key=api_key,
+        key_origin=provider.key_origin,  # the door sends the key there and nowhere else
         messages=messages,
         max_tokens=probe.effective_max_tokens,
         temperature=workload.temperature,

@@ -12,7 +12,7 @@ whole leaves its message unacked for an hour, past `expires`: the slot ledger's 
 from __future__ import annotations
 
 import logging
-import socket
+import platform
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from functools import partial
@@ -42,7 +42,7 @@ DB_ERRORS = (OperationalError, InterfaceError)
 
 
 def _worker_name(task) -> str:
-    return task.request.hostname or f"celery@{socket.gethostname()}"
+    return task.request.hostname or f"celery@{platform.node()}"
 
 
 @worker_init.connect
@@ -93,7 +93,7 @@ def _stopping(sender, **kwargs) -> None:
 def _database_away(sender=None, request=None, reason=None, **kwargs) -> None:
     # The sweeper then names the database, not a guess, for a slot this leaves lost.
     if isinstance(reason, DB_ERRORS):
-        heartbeat.record_mark("db-away", (request and request.hostname) or socket.gethostname())
+        heartbeat.record_mark("db-away", (request and request.hostname) or platform.node())
 
 
 def send_slot(slot: dispatch.Slot) -> None:

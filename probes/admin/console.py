@@ -140,9 +140,19 @@ class ProviderForm(forms.ModelForm):
         refusal = key_hosts.env_host_refusal(name, url)
         if refusal:
             self.add_error("api_key_env", refusal[0].upper() + refusal[1:] + ".")
+        elif old.pk and old.api_key_env == name and old.key_origin:
+            # Same host, another scheme or port (https -> http: cleartext): only a
+            # superuser may move the key there.
+            move = Provider(base_url=url, api_key_env=name, key_origin=old.key_origin).key_move()
+            if move:
+                self.add_error(
+                    "base_url", f"{move[0].upper()}{move[1:]}: only a superuser may move it."
+                )
 
     def save(self, commit: bool = True) -> Provider:
         provider = super().save(commit=False)
+        # A superuser's save binds the key to the URL it now has (Provider.bind_key).
+        provider.rebind_key = self.user is not None and self.user.is_superuser
         if self.cleaned_data.get("forget_extra_headers"):
             provider.extra_headers = {}
         elif self.cleaned_data.get("new_extra_headers"):

@@ -10,7 +10,7 @@ user, and each action refuses such a user itself, whoever calls it.
 
 from __future__ import annotations
 
-import socket
+import platform
 
 from django.conf import settings
 from django.contrib import admin, messages
@@ -68,7 +68,7 @@ def run_now(modeladmin, request: HttpRequest, queryset) -> None:
     # for: Django imports the admin at startup, and every manage.py command would pay.
     from probes import runner
 
-    worker = f"admin@{socket.gethostname()}"
+    worker = f"admin@{platform.node()}"
     for probe in queryset.select_related("endpoint__provider", "workload"):
         try:
             outcome = runner.run_slot(

@@ -17,6 +17,8 @@ from urllib.parse import urlsplit
 from django.conf import settings
 
 from probes.catalog.seeds import PROVIDERS
+from probes.engine import door
+from probes.platform import secrets
 
 
 @cache
@@ -37,10 +39,15 @@ def bound_hosts(name: str) -> tuple[str, ...]:
 
 
 def env_host_refusal(name: str, base_url: str) -> str | None:
-    """Why the key in variable `name` may not be sent to `base_url`'s host, or None."""
+    """Why the key in variable `name` may not be sent to `base_url`, or None. A host
+    entry admits any origin on that host (the key is then bound to the provider's origin
+    when it is saved); an origin entry admits exactly that origin."""
     host = (urlsplit(base_url).hostname or "").lower()
     hosts = bound_hosts(name)
-    if host and any(fnmatchcase(host, pattern.lower()) for pattern in hosts):
+    patterns = [pattern.lower() for pattern in hosts if "://" not in pattern]
+    if host and any(fnmatchcase(host, pattern) for pattern in patterns):
+        return None
+    if door.origin(base_url) in secrets.bound_origins(name):
         return None
     where = ", ".join(hosts) if hosts else "no host"
     return (

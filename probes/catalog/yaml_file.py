@@ -30,6 +30,7 @@ from django.core.exceptions import ValidationError
 from django.db import models, transaction
 from django.utils.text import slugify
 
+from probes.catalog import key_hosts
 from probes.catalog.loader import LoadReport
 from probes.models import (
     CanonicalModel,
@@ -283,9 +284,30 @@ def _load_providers(items: list[Lined], report: LoadReport) -> None:
         name = require(item, "name", "a provider")
         slug = item.get("slug") or slugify(name)
         names = tuple(n for n in PROVIDER_FIELDS.allowed if n != "slug")
+        _check_key_binding(Provider.objects.filter(slug=slug).first(), item)
         provider = upsert(Provider, {"slug": slug}, item, names, report, "providers")
         for endpoint_item in _items(item, "endpoints"):
             _load_endpoint(provider, endpoint_item, report)
+
+
+def _check_key_binding(old: Provider | None, item: Lined) -> None:
+    """A key variable goes only where it is bound (PROVIDER_KEY_ENV_HOSTS, the catalog's
+    vendors), and a bound key does not move to another scheme, host or port: a file is
+    not a superuser, so such a row is refused, at its line."""
+    name = item.get("api_key_env", old.api_key_env if old else "")
+    url = item.get("base_url", old.base_url if old else "")
+    if not name or not isinstance(url, str) or not isinstance(name, str):
+        return
+    refusal = key_hosts.env_host_refusal(name, url)
+    if refusal:
+        raise CatalogFileError(f"api_key_env: {refusal}", item.line_of("api_key_env"))
+    if old is not None and old.api_key_env == name and old.key_origin:
+        move = Provider(base_url=url, api_key_env=name, key_origin=old.key_origin).key_move()
+        if move:
+            raise CatalogFileError(
+                f"base_url: {move}; only a superuser may move it (in the admin)",
+                item.line_of("base_url"),
+            )
 
 
 def _load_endpoint(provider: Provider, item: Lined, report: LoadReport) -> None:

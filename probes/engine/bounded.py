@@ -10,7 +10,9 @@ decompression bomb stops at the same limit.
 Plain Python (httpx + asyncio): usable from the engine, probes and dashboard alike.
 
     response = await bounded_request(client, "GET", url, deadline_s=5, max_bytes=1 << 20)
-    response = bounded_request_sync("POST", url, json={...}, deadline_s=10, max_bytes=65536)
+
+The client comes from the door (door.py: ``async_client``, or ``request_sync`` for
+synchronous callers); this module makes none of its own.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from typing import Any, TypeVar
 import httpx
 import orjson
 
-from . import egress, shared_loop
+from . import shared_loop
 
 T = TypeVar("T")
 
@@ -134,38 +136,6 @@ async def bounded_request(
         body=body,
         truncated=truncated,
     )
-
-
-def bounded_request_sync(
-    method: str,
-    url: str,
-    *,
-    deadline_s: float,
-    max_bytes: int,
-    truncate: bool = False,
-    follow_redirects: bool = False,
-    verify: Any = True,
-    **kwargs: Any,
-) -> BoundedResponse:
-    """``bounded_request`` on its own client and event loop, for synchronous callers."""
-
-    async def go() -> BoundedResponse:
-        async with httpx.AsyncClient(
-            follow_redirects=follow_redirects,
-            timeout=httpx.Timeout(deadline_s),
-            transport=egress.async_transport(verify=verify),
-        ) as client:
-            return await bounded_request(
-                client,
-                method,
-                url,
-                deadline_s=deadline_s,
-                max_bytes=max_bytes,
-                truncate=truncate,
-                **kwargs,
-            )
-
-    return run_sync(go)
 
 
 def run_sync(make: Callable[[], Awaitable[T]]) -> T:

@@ -27,11 +27,9 @@ import time
 from time import perf_counter_ns
 from typing import Any
 
-import httpx
-
 from . import (
     bounded,
-    egress,
+    door,
     fastread,
     http_errors,
     sanitize,
@@ -186,18 +184,13 @@ class _Measurement:
         result.started_at = dt.datetime.now(dt.UTC)
         tokens.encoding()  # loaded once per process, never inside anyone's stream
         limits = req.limits
-        timeout = httpx.Timeout(
-            connect=limits.connect_s, read=None, write=limits.connect_s, pool=limits.connect_s
-        )
         _gc_enter()
         try:
-            async with httpx.AsyncClient(
-                timeout=timeout,
-                follow_redirects=False,
-                transport=egress.async_transport(
-                    limits=httpx.Limits(max_connections=1, max_keepalive_connections=1),
-                    verify=_ssl_context(),
-                ),
+            async with door.async_client(
+                connect_s=limits.connect_s,
+                max_connections=1,
+                verify=_ssl_context(),
+                keys=req.key_bindings(),
             ) as client:
                 if req.warm:
                     await self._warm_up(client)
@@ -240,13 +233,14 @@ class _Measurement:
                 self.req.model,
                 [output, prompt_texts(self.req.messages)],
                 headers=headers,
+                keys=self.req.key_bindings(),
             )
         except tokenize.TokenizeError as exc:
             self.tokenize_error = http_errors.short(str(exc))
             return None
         return ServerCount(n_output, method, n_prompt)
 
-    async def _warm_up(self, client: httpx.AsyncClient) -> None:
+    async def _warm_up(self, client: door.AsyncClient) -> None:
         """Open the connection with a cheap GET, bounded in time and bytes: a server that
         stalls or never ends this answer must not hold the probe (it is not measured)."""
         headers = {k: v for k, v in self.req.headers().items() if k != "content-type"}
@@ -261,12 +255,12 @@ class _Measurement:
                 max_bytes=limits.warmup_max_bytes,
                 extensions={"trace": self._trace},
             )
-        except (httpx.HTTPError, bounded.BoundedError) as exc:
+        except (door.HTTPError, bounded.BoundedError) as exc:
             # The measured request will meet (and report) any real problem; a given-up
             # connection only makes it a cold one.
             self.warmup_error = http_errors.short(f"{type(exc).__name__}: {exc}", 200)
 
-    async def _measure(self, client: httpx.AsyncClient) -> None:
+    async def _measure(self, client: door.AsyncClient) -> None:
         req = self.req
         headers = req.headers()
         headers.setdefault("accept-encoding", "identity")  # compression delays delivery
@@ -293,7 +287,7 @@ class _Measurement:
             self.failure = ("protocol_error", str(exc))
         except ResponseTooLarge as exc:
             self.failure = ("protocol_error", str(exc))
-        except httpx.HTTPError as exc:
+        except door.HTTPError as exc:
             self.failure = self._classify(exc)
         except Exception as exc:
             # Whatever else a response made our reader raise (an event no dialect rule
@@ -309,17 +303,19 @@ class _Measurement:
         if self.streamed and not self.rec.finished:
             self.parser.close()
 
-    def _classify(self, exc: httpx.HTTPError) -> tuple[str, str]:
+    def _classify(self, exc: door.HTTPError) -> tuple[str, str]:
         msg = http_errors.short(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
-        if isinstance(exc, httpx.ConnectTimeout | httpx.PoolTimeout):
+        if isinstance(exc, door.KeyRefused):
+            return "auth_error", msg  # the door kept the key from an origin it is not bound to
+        if isinstance(exc, door.ConnectTimeout | door.PoolTimeout):
             return "timeout_connect", msg
-        if isinstance(exc, httpx.RemoteProtocolError) and self.streamed:
+        if isinstance(exc, door.RemoteProtocolError) and self.streamed:
             # The peer closed (or broke framing) mid-body: the stream ended without
             # its completion marker. A reset (ECONNRESET) is a ReadError instead.
             return "truncated", msg
-        if isinstance(exc, httpx.DecodingError | httpx.LocalProtocolError):
+        if isinstance(exc, door.DecodingError | door.LocalProtocolError):
             return "protocol_error", msg
-        if isinstance(exc, httpx.UnsupportedProtocol | httpx.InvalidURL):
+        if isinstance(exc, door.UnsupportedProtocol | door.InvalidURL):
             return "network_error", msg
         return "network_error", msg
 
@@ -356,7 +352,7 @@ class _Measurement:
         first_look_s = min(limits.first_token_s, limits.stall_s, limits.total_s)
         self._watchdog = loop.call_later(first_look_s, check)
 
-    async def _read_response(self, response: httpx.Response) -> None:
+    async def _read_response(self, response: door.Response) -> None:
         result = self.result
         t_headers = self.t_headers or perf_counter_ns()
         result.ttfb_ms = round((t_headers - self.t0) / 1e6, 3)
@@ -404,14 +400,14 @@ class _Measurement:
                 raise ResponseTooLarge(f"response larger than {max_bytes} bytes")
         self.t_end = rec.marker_t if rec.done_seen else perf_counter_ns()
 
-    async def _read_limited(self, response: httpx.Response, limit: int) -> bytes:
+    async def _read_limited(self, response: door.Response, limit: int) -> bytes:
         try:
             body, _ = await bounded.read_body(response, limit, truncate=True)
         except bounded.UnreadableBody as exc:
             return str(exc).encode()
         return body
 
-    async def _read_http_error(self, response: httpx.Response) -> None:
+    async def _read_http_error(self, response: door.Response) -> None:
         body = await self._read_limited(response, http_errors.ERROR_BODY_LIMIT)
         self.t_end = perf_counter_ns()
         code = response.status_code
@@ -427,7 +423,7 @@ class _Measurement:
             http_errors.short(f"{text}: {message}" if message else text),
         )
 
-    async def _read_json_body(self, response: httpx.Response) -> None:
+    async def _read_json_body(self, response: door.Response) -> None:
         """A 200 with a JSON body: an error object, or a server that did not stream."""
         body = await self._read_limited(response, http_errors.ERROR_BODY_LIMIT)
         self.t_end = perf_counter_ns()

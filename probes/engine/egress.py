@@ -16,6 +16,7 @@ DNS cannot answer the check with one address and the connection with another. TL
 verifies and sends SNI for the hostname (httpcore starts TLS with the origin's host).
 
 Plain Python: the Django side calls `configure()` from its settings (probes/apps.py).
+Part of the one door out (door.py): only door.py makes clients with these transports.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import anyio
 import httpcore
@@ -74,10 +76,21 @@ class Policy:
         return None
 
 
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")  # RFC 6052's well-known prefix
+
+
 def _plain(ip: Address) -> Address:
-    # ::ffff:169.254.169.254 is 169.254.169.254 to the kernel: judge it as such.
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+    """The IPv4 address an IPv6 form reaches, judged as such: ::ffff:169.254.169.254
+    (mapped) is 169.254.169.254 to the kernel, ::169.254.169.254 (compatible) to older
+    stacks, and 64:ff9b::a9fe:a9fe to a NAT64 gateway, which forwards it there."""
+    if isinstance(ip, ipaddress.IPv4Address):
+        return ip
+    if ip.ipv4_mapped is not None:
         return ip.ipv4_mapped
+    if ip in _NAT64:
+        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    if 1 < int(ip) < 2**32:  # ::a.b.c.d, not :: or ::1 (IPv6's own)
+        return ipaddress.IPv4Address(int(ip))
     return ip
 
 
@@ -113,6 +126,8 @@ def check_addresses(host: str, addresses: Iterable[str]) -> list[str]:
     resolves partly into a refused range is refused whole (which address a client picks
     is not ours to predict)."""
     chosen = list(dict.fromkeys(addresses))
+    if host.lower().rstrip(".") in METADATA_NAMES:
+        raise EgressRefused(f"egress policy: {host} is a cloud metadata service, always refused")
     if not chosen:
         raise EgressRefused(f"egress policy: {host} resolves to no address")
     policy = current()
@@ -125,10 +140,49 @@ def check_addresses(host: str, addresses: Iterable[str]) -> list[str]:
 
 
 def _literal(host: str) -> str | None:
+    """The address a host that is an IP literal names, in any spelling the resolver
+    accepts (``169.254.169.254``, ``[::ffff:a9fe:a9fe]``, ``2852039166``, ``0xa9.254.0251.254``),
+    or None for a name."""
+    bare = host.strip("[]").split("%", 1)[0]
     try:
-        return str(ipaddress.ip_address(host.strip("[]").split("%", 1)[0]))
+        return str(ipaddress.ip_address(bare))
     except ValueError:
-        return None
+        pass
+    if bare and all(c in "0123456789abcdefxABCDEFX." for c in bare):
+        try:
+            return socket.inet_ntoa(socket.inet_aton(bare))  # C's inet_aton: 1-4 parts, hex, octal
+        except OSError:
+            return None
+    return None
+
+
+# Names cloud providers answer their metadata service on, inside the instance: refused
+# by name too, so a URL field names them and fails at once (their address is refused at
+# every connection anyway).
+METADATA_NAMES = frozenset(
+    {
+        "metadata",
+        "metadata.google.internal",
+        "metadata.goog",
+        "instance-data",
+        "instance-data.ec2.internal",
+        "metadata.azure.com",
+    }
+)
+
+
+def url_refusal(url: str, policy: Policy | None = None) -> str | None:
+    """Why the policy refuses `url` before any request (its host is a refused address or
+    a metadata name), or None. A URL field's validation and every use ask this; a name is
+    judged again by what it resolves to at each connection."""
+    try:
+        host = (urlsplit(url.strip()).hostname or "").lower().rstrip(".")
+    except ValueError:
+        return "not a URL"
+    if host in METADATA_NAMES:
+        return f"{host} is a cloud metadata service, always refused"
+    literal = _literal(host)
+    return (policy or current()).refusal(literal) if literal else None
 
 
 def _lookup(host: str, port: int) -> list[str]:
@@ -137,12 +191,6 @@ def _lookup(host: str, port: int) -> list[str]:
     except OSError as exc:
         raise httpcore.ConnectError(f"cannot resolve {host}: {exc}") from None
     return [str(info[4][0]) for info in infos]
-
-
-def resolve_checked(host: str, port: int) -> list[str]:
-    """Resolve `host` once (blocking) and check every address."""
-    literal = _literal(host)
-    return check_addresses(host, [literal] if literal else _lookup(host, port))
 
 
 async def resolve_checked_async(host: str, port: int, timeout: float | None) -> list[str]:
@@ -176,37 +224,10 @@ class PinnedAsyncBackend(httpcore.AsyncNetworkBackend):
         await self._inner.sleep(seconds)
 
 
-class PinnedSyncBackend(httpcore.NetworkBackend):
-    def __init__(self) -> None:
-        self._inner = httpcore.SyncBackend()
-
-    def connect_tcp(self, host: str, port: int, timeout: float | None = None, **kw: Any):
-        addresses = resolve_checked(host, port)
-        return self._inner.connect_tcp(addresses[0], port, timeout=timeout, **kw)
-
-    def connect_unix_socket(self, *args: Any, **kwargs: Any):
-        raise EgressRefused("egress policy: unix sockets are not an outbound destination")
-
-    def sleep(self, seconds: float) -> None:
-        self._inner.sleep(seconds)
-
-
-def refusal_in(exc: BaseException) -> str | None:
-    """The policy's refusal carried by an httpx error, or None for any other failure."""
-    text = str(exc)
-    return text if text.startswith("egress policy:") else None
-
-
 def async_transport(**kwargs: Any) -> httpx.AsyncHTTPTransport:
     """An httpx transport whose every connection passes the policy. Pass the TLS and
     pool options here (`verify=`, `limits=`): a client given a transport ignores its own."""
     transport = httpx.AsyncHTTPTransport(**kwargs)
     # httpx 0.28 builds httpcore's pool without a way to name the network backend.
     transport._pool._network_backend = PinnedAsyncBackend()  # type: ignore[attr-defined]
-    return transport
-
-
-def sync_transport(**kwargs: Any) -> httpx.HTTPTransport:
-    transport = httpx.HTTPTransport(**kwargs)
-    transport._pool._network_backend = PinnedSyncBackend()  # type: ignore[attr-defined]
     return transport

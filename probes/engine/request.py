@@ -7,7 +7,7 @@ from typing import Any
 
 import orjson
 
-from . import dialects
+from . import dialects, door
 from .contract import MIN_SPEED_TOKENS
 from .dialects import APIS
 from .telemetry import Telemetry
@@ -118,6 +118,10 @@ class ProbeRequest:
     prompt_tokens: int | None = None
     # A self-hosted server's /metrics and power source, read around the run.
     telemetry: Telemetry | None = None
+    # The origin (scheme://host:port) api_key is bound to: the one door out (door.py)
+    # sends it nowhere else, whatever base_url now says. None: base_url's own (a request
+    # built on the command line, where the key and the URL are given together).
+    key_origin: str | None = None
 
     def __post_init__(self) -> None:
         if self.api not in APIS:
@@ -145,6 +149,13 @@ class ProbeRequest:
         headers = dialects.get(self.api).headers(self.api_key)
         headers.update(self.extra_headers)
         return headers
+
+    def key_bindings(self) -> tuple[door.KeyBinding, ...]:
+        """The key and the one origin it may travel to, for the door's check."""
+        if not self.api_key:
+            return ()
+        bound = door.origin(self.base_url) if self.key_origin is None else self.key_origin
+        return (door.KeyBinding(self.api_key, bound),)
 
     def body(self) -> bytes:
         body = dialects.get(self.api).body(self)

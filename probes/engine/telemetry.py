@@ -17,9 +17,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
+import orjson
 
-from . import bounded, energy, servermetrics, tokens
+from . import bounded, door, energy, servermetrics, tokens
 from .result import RunResult
 
 MAX_BYTES = 4 * 1024 * 1024  # a vLLM /metrics with many models is some 100 kB
@@ -53,8 +53,8 @@ class _Scrape:
     errors: tuple[str, ...] = ()
 
 
-async def _get(client: httpx.AsyncClient, url: str, tel: Telemetry, **kw: Any) -> bytes:
-    response = await bounded.bounded_request(
+async def _get(client: door.AsyncClient, url: str, tel: Telemetry, **kw: Any) -> bytes:
+    response = await door.request(
         client, "GET", url, deadline_s=tel.deadline_s, max_bytes=MAX_BYTES, **kw
     )
     if response.status_code != 200:
@@ -62,12 +62,12 @@ async def _get(client: httpx.AsyncClient, url: str, tel: Telemetry, **kw: Any) -
     return response.body
 
 
-async def _power(client: httpx.AsyncClient, tel: Telemetry) -> energy.EnergyReading | None:
+async def _power(client: door.AsyncClient, tel: Telemetry) -> energy.EnergyReading | None:
     assert tel.power_url is not None
     sent = time.time()
     if tel.power_query:  # a Prometheus server: the expression's value(s), in J
         body = await _get(client, tel.power_url, tel, params={"query": tel.power_query})
-        answer = bounded.BoundedResponse(200, "", httpx.Headers(), body).json()
+        answer = orjson.loads(body)
         series = answer["data"]["result"]
         joules = sum(float(s["value"][1]) for s in series)
         at_s = (sent + time.time()) / 2
@@ -79,7 +79,7 @@ async def _power(client: httpx.AsyncClient, tel: Telemetry) -> energy.EnergyRead
     return energy.dcgm_reading(servermetrics.parse(text), selector, at_s)
 
 
-async def scrape(client: httpx.AsyncClient, tel: Telemetry) -> _Scrape:
+async def scrape(client: door.AsyncClient, tel: Telemetry) -> _Scrape:
     out = _Scrape()
     errors: list[str] = []
     if tel.server_metrics_url:
@@ -103,7 +103,9 @@ async def observe(req: Any, run: Callable[[], Awaitable[RunResult]]) -> RunResul
     """``run()`` between two reads of the server's metrics and power counter."""
     tel: Telemetry = req.telemetry
     tokens.encoding()  # loaded now: a first load (seconds) must not sit inside the window
-    async with httpx.AsyncClient(follow_redirects=False, timeout=tel.deadline_s) as client:
+    # Through the one door out, like the probe: a metrics or power URL pointing at a
+    # refused address (metadata, EGRESS_DENY) is refused at the connection.
+    async with door.async_client(connect_s=tel.deadline_s) as client:
         before = await scrape(client, tel)
         result = await run()
         after = await scrape(client, tel)

@@ -13,19 +13,18 @@ tokenizer on unusual text (2x has been seen). Several servers answer a tokenize 
 The routes are asked after the stream, never inside the timed window. Each request is
 bounded (total timeout, response size), and any failure falls back to o200k: a
 tokenize route that misbehaves must never fail a measurement. Requests go through
-``bounded.bounded_request`` (one deadline for the whole exchange, a byte cap).
+``door.request`` (the one door out; one deadline for the whole exchange, a byte cap).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
-import httpx
 import orjson
 
-from . import bounded, egress
+from . import bounded, door
 
 # The per-endpoint setting: the method used when a stream carries no usage.
 METHODS = ("llama.cpp", "vllm", "llama-cpp-python", "ollama")
@@ -55,11 +54,11 @@ def _route(method: str, root: str, model: str, text: str) -> tuple[str, dict[str
 
 
 async def _post_bounded(
-    client: httpx.AsyncClient, url: str, body: dict[str, Any], headers: dict[str, str]
+    client: door.AsyncClient, url: str, body: dict[str, Any], headers: dict[str, str]
 ) -> Any:
     """One POST within a total deadline and a size cap; the decoded JSON body."""
     try:
-        response = await bounded.bounded_request(
+        response = await door.request(
             client,
             "POST",
             url,
@@ -72,7 +71,7 @@ async def _post_bounded(
         raise TokenizeError(f"{url}: no answer within {TIMEOUT_S} s") from None
     except bounded.BoundedError as exc:
         raise TokenizeError(f"{url}: {exc}") from None
-    except httpx.HTTPError as exc:
+    except door.HTTPError as exc:
         raise TokenizeError(f"{url}: {type(exc).__name__}: {exc}") from None
     if response.status_code != 200:
         raise TokenizeError(f"{url}: HTTP {response.status_code}")
@@ -103,6 +102,7 @@ async def count_groups(
     model: str,
     groups: Iterable[Iterable[str]],
     headers: dict[str, str] | None = None,
+    keys: Sequence[door.KeyBinding] = (),
 ) -> list[int]:
     """Tokens per group of ``texts`` (each text counted alone, summed per group) by the
     server's tokenizer: the output and the prompt of a run in one exchange.
@@ -111,10 +111,7 @@ async def count_groups(
     """
     root = server_root(base_url)
     hdrs = {"content-type": "application/json", **(headers or {})}
-    transport = egress.async_transport()
-    async with httpx.AsyncClient(
-        timeout=TIMEOUT_S, follow_redirects=False, transport=transport
-    ) as client:
+    async with door.async_client(connect_s=TIMEOUT_S, keys=keys) as client:
 
         async def one(text: str) -> int:
             url, body = _route(method, root, model, text)
@@ -138,9 +135,10 @@ async def count_texts(
     model: str,
     texts: Iterable[str],
     headers: dict[str, str] | None = None,
+    keys: Sequence[door.KeyBinding] = (),
 ) -> int:
     """Tokens in ``texts`` (summed, each counted alone) by the server's tokenizer."""
-    (total,) = await count_groups(method, base_url, model, [texts], headers)
+    (total,) = await count_groups(method, base_url, model, [texts], headers, keys)
     return total
 
 

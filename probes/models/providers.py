@@ -14,6 +14,7 @@ from django.core.validators import MinValueValidator
 from django.db import models
 from django.utils import timezone
 
+from probes.engine import door
 from probes.engine.dialects import API_CHOICES
 from probes.models import context_fit
 from probes.models.validators import (
@@ -64,6 +65,16 @@ class Provider(models.Model):
     )
     # Fernet token; never rendered back. Set through set_api_key().
     api_key_encrypted = models.TextField(blank=True, editable=False)
+    # Where the key may go (bind_key): set when the provider is saved with its key, kept
+    # when the URL moves, so a URL changed behind the model's back (a bulk update, SQL)
+    # does not carry the key: the one door out sends it only here (probes/engine/door.py).
+    key_origin = models.CharField(
+        "key bound to",
+        max_length=300,
+        blank=True,
+        editable=False,
+        help_text="The origin (scheme://host:port) the key is sent to, and nowhere else.",
+    )
     requires_key = models.BooleanField(
         default=True, help_text="Off for local servers (vLLM, llama.cpp, Ollama) and simulators."
     )
@@ -106,6 +117,9 @@ class Provider(models.Model):
                 "api_key_encrypted",
                 "extra_headers",
             }
+        self.bind_key()
+        if kwargs.get("update_fields") is not None:
+            kwargs["update_fields"] = {*kwargs["update_fields"], "key_origin"}
         # Re-encrypt a stored key under the current FIELD_ENCRYPTION_KEY, so that old keys
         # can be retired; a key no known secret decrypts is kept as it is (the admin and
         # /status say so), never silently dropped.
@@ -129,6 +143,7 @@ class Provider(models.Model):
         url = loaded.get("base_url")
         self._loaded_origin = origin(url) if url is not None else None
         self._loaded_key = loaded.get("api_key_encrypted")
+        self._loaded_env = loaded.get("api_key_env")
         headers = loaded.get("extra_headers")
         self._loaded_headers = dict(headers) if isinstance(headers, dict) else headers
 
@@ -146,6 +161,37 @@ class Provider(models.Model):
         if self.extra_headers and self.extra_headers == self._loaded_headers and not entered:
             self.extra_headers, dropped = {}, True
         return dropped
+
+    def bind_key(self) -> None:
+        """Record the origin the key belongs to. It is the provider's own when the key is
+        first saved with it, entered anew, or named by another variable; an env binding
+        to a full origin (PROVIDER_KEY_ENV_HOSTS) binds the key there. Otherwise a moved
+        URL (another scheme, host or port, https -> http included) leaves the key bound
+        where it was: not sent until a superuser saves the provider (`rebind_key`)."""
+        if not (self.api_key_env or self.api_key_encrypted):
+            self.key_origin = ""
+            return
+        here = door.origin(self.base_url)
+        if self.key_origin == here:
+            return
+        loaded = getattr(self, "_loaded_key", None), getattr(self, "_loaded_env", None)
+        entered = bool(self.api_key_encrypted) and self.api_key_encrypted != loaded[0]
+        renamed = bool(self.api_key_env) and self.api_key_env != loaded[1]
+        named = bool(self.api_key_env) and here in secrets.bound_origins(self.api_key_env)
+        first = not self.key_origin
+        if first or entered or renamed or named or getattr(self, "rebind_key", False):
+            self.key_origin = here
+
+    def key_move(self) -> str:
+        """Why saving now would leave the key behind (bound to another origin), or ""."""
+        if not (self.api_key_env or self.api_key_encrypted) or not self.key_origin:
+            return ""
+        here = door.origin(self.base_url)
+        if here == self.key_origin:
+            return ""
+        if self.api_key_env and here in secrets.bound_origins(self.api_key_env):
+            return ""
+        return f"the key is bound to {self.key_origin}, not {here}"
 
     def rotate_key(self) -> bool:
         """Re-encrypt the stored key under the current FIELD_ENCRYPTION_KEY (in memory);
@@ -170,13 +216,27 @@ class Provider(models.Model):
             if refusal:
                 return ProviderKey(source=source, problem=f"API key variable {refusal}")
             if os.environ.get(self.api_key_env):
-                return ProviderKey(os.environ[self.api_key_env], source)
+                return self._bound(ProviderKey(os.environ[self.api_key_env], source))
         if self.api_key_encrypted:
             value = secrets.decrypt(self.api_key_encrypted)
             if value is None:
                 return ProviderKey(source="stored", problem=secrets.UNDECRYPTABLE)
-            return ProviderKey(value, "stored, encrypted")
+            return self._bound(ProviderKey(value, "stored, encrypted"))
         return ProviderKey()
+
+    def _bound(self, key: ProviderKey) -> ProviderKey:
+        """The key, or why it cannot go to the URL the row now has (the door refuses it
+        there anyway: this says so before anything is tried, on /status and the run)."""
+        here = door.origin(self.base_url)
+        # A row not saved yet is bound where its first save will bind it (bind_key).
+        bound = self.key_origin or (here if self._state.adding else "")
+        if bound == here:
+            return key
+        return ProviderKey(
+            source=key.source,
+            problem=f"the key is bound to {bound or 'no origin'}, not {here}: "
+            "a superuser binds it again by saving the provider",
+        )
 
     @property
     def has_key(self) -> bool:

@@ -27,13 +27,16 @@ def validate_base_url(value: str) -> None:
             "The base URL may not contain a user name or password: put the credential in "
             "the API key (or an extra header), which are stored encrypted and never shown."
         )
-    # An address the egress policy refuses is refused now, with the reason, rather than
-    # at every probe (a host name is judged by what it resolves to, at each request).
-    host = (urlsplit(value).hostname or "").strip("[]")
-    try:
-        refusal = egress.current().refusal(host)
-    except ValueError:  # a name, not an address
-        refusal = None
+    validate_outbound_url(value)
+
+
+def validate_outbound_url(value: str) -> None:
+    """Every URL we send requests to (base URLs, metrics and power URLs, webhooks, the
+    OTLP endpoint) passes the door's policy here too: an address it refuses, or a cloud
+    metadata name, is refused when the row is saved (admin, YAML loader, API), with the
+    reason, not only at every request. A host name is judged again by what it resolves
+    to at each connection (probes/engine/door.py)."""
+    refusal = egress.url_refusal(value)
     if refusal:
         raise ValidationError(f"Outbound requests may not go there: {refusal}.")
 
@@ -78,3 +81,4 @@ def validate_metrics_url(value: str) -> None:
     netloc = value.split("://", 1)[-1].split("/", 1)[0]
     if "@" in netloc:
         raise ValidationError("A metrics URL may not contain a user or password.")
+    validate_outbound_url(value)

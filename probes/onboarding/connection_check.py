@@ -20,7 +20,7 @@ themselves:
   endpoint's server metrics URL (read around each run: probes/engine/telemetry.py).
 
 Every side request is bounded in time (connect, headers and body) and size
-(`_bounded_json`, through the engine's bounded request; the tokenize search
+(`_bounded_json`, through the one door out, probes/engine/door.py; the tokenize search
 by its own per-request bound and DETECT_TOTAL_S overall); a server that answers none of
 them still gets a verdict from the streamed request alone.
 """
@@ -32,14 +32,13 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-import httpx
 import orjson
 
 from probes.engine import (
     Limits,
     ProbeRequest,
     RunResult,
-    bounded,
+    door,
     measure_sync,
     servermetrics,
     tokenize,
@@ -99,8 +98,9 @@ def error_class(error: str) -> str:
     """What a failed test may show before the endpoint is saved: the HTTP status or the
     exception's class, and the egress policy's own refusal; never the server's words (the
     URL may be an internal service whose 403 page is no business of the form's)."""
-    if "egress policy:" in error:
-        return error[error.index("egress policy:") :]
+    for door_words in ("egress policy:", "key policy:"):
+        if door_words in error:
+            return error[error.index(door_words) :]
     for pattern in (_HTTP_STATUS, _ERROR_CLASS):
         found = pattern.match(error)
         if found:
@@ -124,7 +124,7 @@ def _bounded_json(
     last byte (headers included: the engine's bounded request), never bigger than
     SIDE_REQUEST_MAX_BYTES (a misbehaving server cannot hold the page)."""
     try:
-        response = bounded.bounded_request_sync(
+        response = door.request_sync(
             method,
             url,
             headers=headers,
@@ -135,17 +135,17 @@ def _bounded_json(
         if response.status_code != 200:
             return None
         return response.json()
-    except (httpx.HTTPError, httpx.InvalidURL, bounded.BoundedError, ValueError):
+    except (door.HTTPError, door.InvalidURL, door.BoundedError, ValueError):
         return None  # orjson.JSONDecodeError is a ValueError
 
 
 def _bounded_text(url: str, headers: dict[str, str]) -> str | None:
     """A side GET's text (not JSON), under the same bounds as ``_bounded_json``."""
     try:
-        response = bounded.bounded_request_sync(
+        response = door.request_sync(
             "GET", url, headers=headers, deadline_s=SIDE_REQUEST_S, max_bytes=SIDE_REQUEST_MAX_BYTES
         )
-    except (httpx.HTTPError, httpx.InvalidURL, bounded.BoundedError, ValueError):
+    except (door.HTTPError, door.InvalidURL, door.BoundedError, ValueError):
         return None
     if response.status_code != 200:
         return None

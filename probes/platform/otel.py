@@ -13,23 +13,34 @@ gen_ai.request.model, server.address, server.port and error.type on failures. Th
 histograms use probes/engine/buckets.SECONDS_EDGES, which resolve 0.1 ms where the
 conventions' advised buckets start at 10 ms. Exporting never fails a run: errors are
 logged and dropped.
+
+The push goes through the one door out (probes/engine/door.py) like every other request:
+the SDK's own OTLP/HTTP exporter posts with `requests`, around the egress policy, so
+`DoorExporter` encodes with the OTLP protobuf encoder and posts through our client.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import socket
+import platform
 import threading
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from django.conf import settings
 from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
+from opentelemetry.sdk.metrics.export import (
+    MetricExporter,
+    MetricExportResult,
+    MetricReader,
+    MetricsData,
+    PeriodicExportingMetricReader,
+)
 from opentelemetry.sdk.metrics.view import ExplicitBucketHistogramAggregation, View
 from opentelemetry.sdk.resources import Resource
 
+from probes.engine import door
 from probes.engine.buckets import SECONDS_EDGES
 from probes.engine.result import RunResult
 
@@ -78,7 +89,7 @@ class RunMetrics:
             resource=Resource.create(
                 {
                     "service.name": "inferwatch-worker",
-                    "service.instance.id": f"{socket.gethostname()}-{os.getpid()}",
+                    "service.instance.id": f"{platform.node()}-{os.getpid()}",
                 }
             ),
             views=[
@@ -142,12 +153,55 @@ def otlp_metrics_url(endpoint: str) -> str:
     return endpoint.rstrip("/") + "/v1/metrics"
 
 
+EXPORT_DEADLINE_S = 10.0  # the SDK exporter's default timeout
+EXPORT_MAX_ANSWER_BYTES = 64 * 1024  # a collector's answer is a small (partial-success) proto
+
+
+class DoorExporter(MetricExporter):
+    """OTLP/HTTP protobuf, posted through the one door out (cumulative temporality, the
+    SDK exporter's default). A refused or failed post is a FAILURE the reader logs."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__()
+        self.url = url
+
+    def export(
+        self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs
+    ) -> MetricExportResult:
+        from opentelemetry.exporter.otlp.proto.common.metrics_encoder import encode_metrics
+
+        body = encode_metrics(metrics_data).SerializeToString()
+        try:
+            response = door.request_sync(
+                "POST",
+                self.url,
+                content=body,
+                headers={"content-type": "application/x-protobuf"},
+                deadline_s=min(EXPORT_DEADLINE_S, timeout_millis / 1000),
+                max_bytes=EXPORT_MAX_ANSWER_BYTES,
+                truncate=True,
+            )
+        except (door.HTTPError, door.BoundedError) as exc:
+            log.warning(
+                "OpenTelemetry export failed: %s", door.refusal_in(exc) or type(exc).__name__
+            )
+            return MetricExportResult.FAILURE
+        if not 200 <= response.status_code < 300:
+            log.warning("OpenTelemetry export failed: HTTP %s", response.status_code)
+            return MetricExportResult.FAILURE
+        return MetricExportResult.SUCCESS
+
+    def force_flush(self, timeout_millis: float = 10_000) -> bool:
+        return True  # nothing is buffered here: each export posts at once
+
+    def shutdown(self, timeout_millis: float = 30_000, **kwargs) -> None:
+        pass
+
+
 def _metrics_for(endpoint: str) -> RunMetrics:
     with _LOCK:
         if endpoint not in _METRICS:
-            from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
-
-            exporter = OTLPMetricExporter(endpoint=otlp_metrics_url(endpoint))
+            exporter = DoorExporter(otlp_metrics_url(endpoint))
             _METRICS[endpoint] = RunMetrics(PeriodicExportingMetricReader(exporter))
         return _METRICS[endpoint]
 

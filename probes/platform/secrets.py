@@ -21,7 +21,7 @@ from fnmatch import fnmatchcase
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.conf import settings
 
-from probes.engine import http_errors
+from probes.engine import door, http_errors
 
 UNDECRYPTABLE = (
     "stored API key cannot be decrypted (rotated FIELD_ENCRYPTION_KEY?): add the old key "
@@ -111,6 +111,14 @@ def env_name_refusal(name: str) -> str | None:
             f"{', '.join(allowed) or 'none'}"
         )
     return None
+
+
+def bound_origins(name: str) -> tuple[str, ...]:
+    """The full origins (scheme://host:port) `name`'s key is bound to by
+    PROVIDER_KEY_ENV_HOSTS: a provider saved at one of them binds the key there, whatever
+    it was bound to before. (Host bindings, the vendors' among them: catalog/key_hosts.py.)"""
+    entries = settings.PROVIDER_KEY_ENV_HOSTS.get(name, ())
+    return tuple(door.origin(entry) for entry in entries if "://" in entry)
 
 
 def redact(text: str, secrets: list[str]) -> str:

@@ -12,12 +12,12 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
-import httpx
 from django.core.exceptions import ValidationError
 from django.core.validators import URLValidator
 
 from dashboard.alerts.transports.base import Transport, TransportError
-from probes.engine import bounded, egress
+from probes.engine import door
+from probes.models.validators import validate_outbound_url
 
 TOTAL_TIMEOUT_S = 10.0
 MAX_RESPONSE_BYTES = 64 * 1024
@@ -32,6 +32,7 @@ def clean_url(value: Any, key: str = "url") -> str:
         )
     value = value.strip()
     URLValidator(schemes=["http", "https"])(value)
+    validate_outbound_url(value)  # the door's policy: a metadata address never saves
     return value
 
 
@@ -80,14 +81,14 @@ def bounded_post(
 ) -> tuple[int, bytes]:
     """POST and read at most `max_bytes` of the answer within `total_s` in all.
 
-    Every outgoing alert request goes through here, and from here through the engine's
-    bounded request (probes/engine/bounded.py): one deadline over connect, headers and
-    body, so a receiver dripping its header bytes is cut off like a slow body; a
-    compressed answer is inflated only up to `max_bytes`. The rest of a long answer is
-    not our business."""
+    Every outgoing alert request goes through here, and from here through the one door
+    out (probes/engine/door.py: egress policy, pinned addresses, no redirects) and its
+    bounded request: one deadline over connect, headers and body, so a receiver dripping
+    its header bytes is cut off like a slow body; a compressed answer is inflated only up
+    to `max_bytes`. The rest of a long answer is not our business."""
     total_s = TOTAL_TIMEOUT_S if total_s is None else total_s
     try:
-        response = bounded.bounded_request_sync(
+        response = door.request_sync(
             "POST",
             url,
             content=body,
@@ -96,12 +97,12 @@ def bounded_post(
             max_bytes=max_bytes,
             truncate=True,
         )
-    except bounded.DeadlineExceeded:
+    except door.DeadlineExceeded:
         raise TransportError(f"timed out after {total_s:g} s") from None
-    except bounded.BoundedError as exc:
+    except door.BoundedError as exc:
         raise TransportError(f"unreadable answer ({type(exc).__name__})") from None
-    except (httpx.HTTPError, httpx.InvalidURL) as exc:
-        refused = egress.refusal_in(exc)
+    except (door.HTTPError, door.InvalidURL) as exc:
+        refused = door.refusal_in(exc)
         if refused:  # the policy, not the network: retrying cannot help
             raise TransportError(refused, permanent=True) from None
         raise TransportError(f"connection failed ({type(exc).__name__})") from None

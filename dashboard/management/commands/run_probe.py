@@ -9,7 +9,7 @@ run with its status. Only bad arguments (not a probe id, no such probe) exit non
 
 from __future__ import annotations
 
-import socket
+import platform
 import time
 from typing import Any
 
@@ -73,7 +73,7 @@ class Command(BaseCommand):
         """runner.run_slot as the run_probe task calls it: a full cap is waited for in
         turn (for up to wait_s, behind the slots already waiting), a backing-off provider
         is left alone."""
-        worker = f"cli@{socket.gethostname()}"
+        worker = f"cli@{platform.node()}"
         wait = caps.Wait(time.time() + wait_s, probe.workload.slug)
         try:
             return runner.run_slot(probe, None, worker, probe.region, wait=wait), None

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from probes.engine import Limits, ProbeRequest, RunResult, bounded, measure_sync, tokens
+from probes.engine import Limits, ProbeRequest, RunResult, bounded, door, measure_sync, tokens
 
 from . import hostile
 
@@ -110,7 +110,7 @@ def test_a_server_that_hangs_every_request_ends_with_a_clear_status(server):
 
 
 def get(server: hostile.HostileServer, **kwargs) -> bounded.BoundedResponse:
-    return bounded.bounded_request_sync("GET", server.base_url + "/models", **kwargs)
+    return door.request_sync("GET", server.base_url + "/models", **kwargs)
 
 
 def test_bounded_request_reads_a_normal_answer(server):

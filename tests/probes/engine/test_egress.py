@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from probes.engine import ProbeRequest, client, egress, measure_sync
+from probes.engine import ProbeRequest, client, door, egress, measure_sync
 from probes.simulator import Profile, start_in_thread
 
 from .test_fastread import _self_signed
@@ -69,7 +69,15 @@ def probe(base_url: str):
 
 @pytest.mark.parametrize(
     "address",
-    ["169.254.169.254", "169.254.0.1", "fd00:ec2::254", "fe80::1", "::ffff:169.254.169.254"],
+    [
+        "169.254.169.254",
+        "169.254.0.1",
+        "fd00:ec2::254",
+        "fe80::1",
+        "::ffff:169.254.169.254",
+        "64:ff9b::a9fe:a9fe",  # NAT64's well-known prefix: the gateway forwards it there
+        "::169.254.169.254",  # IPv4-compatible
+    ],
 )
 def test_link_local_and_metadata_addresses_are_refused_by_default(address):
     assert "always refused" in egress.current().refusal(address)
@@ -165,12 +173,16 @@ def test_tls_keeps_the_hostname_for_sni_and_verification(tmp_path, monkeypatch, 
 
 
 def test_synchronous_side_requests_pass_the_same_policy(sim):
-    import httpx
-
     egress.configure(deny=["127.0.0.0/8"])
-    refused = pytest.raises(httpx.ConnectError, match="refused by EGRESS_DENY")
-    with httpx.Client(transport=egress.sync_transport()) as side, refused:
-        side.get(f"{sim.base_url}/models")
+    with pytest.raises(door.ConnectError, match="refused by EGRESS_DENY"):
+        door.request_sync("GET", f"{sim.base_url}/models", deadline_s=5, max_bytes=1 << 20)
     egress.configure()
-    with httpx.Client(transport=egress.sync_transport()) as side:
-        assert side.get(f"{sim.base_url}/models").status_code == 200
+    answer = door.request_sync("GET", f"{sim.base_url}/models", deadline_s=5, max_bytes=1 << 20)
+    assert answer.status_code == 200
+
+
+def test_nat64_and_compatible_forms_of_a_denied_address_are_denied_too():
+    egress.configure(deny=["127.0.0.0/8"])
+    for address in ("64:ff9b::7f00:1", "::127.0.0.1", "::ffff:127.0.0.1"):
+        assert "refused by EGRESS_DENY" in egress.current().refusal(address), address
+    assert egress.current().refusal("::1") is None  # IPv6's own loopback is not 0.0.0.1
