@@ -16,10 +16,11 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader, MetricExportR
 
 from dashboard.alerts.transports import TransportError
 from dashboard.alerts.transports.http import bounded_post
-from probes import connection_check, otel
 from probes.engine import ProbeRequest, RunResult, bounded, door, egress, measure_sync, telemetry
 from probes.engine import tokenize as tokenize_mod
 from probes.engine.telemetry import Telemetry
+from probes.onboarding import connection_check
+from probes.platform import otel
 from tests.door_listener import CountingListener
 
 PROMETHEUS_TEXT = b"# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running 0\n"
