@@ -14,7 +14,11 @@ from itertools import accumulate
 from dashboard import prom_buckets
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-_LE = [prom_buckets.edge_label(e) for e in prom_buckets.EDGES] + ["+Inf"]
+# inverse → the `le` labels of a histogram's buckets (prom_buckets.EDGES and +Inf).
+_LE = {
+    inverse: [prom_buckets.edge_label(e) for e in edges] + ["+Inf"]
+    for inverse, edges in prom_buckets.EDGES.items()
+}
 
 
 def _escape(value: str) -> str:
@@ -44,11 +48,15 @@ class Exposition:
     def sample(self, name: str, label_text: str, value: float) -> None:
         self.lines.append(f"{name}{{{label_text}}} {number(value)}")
 
-    def histogram(self, name: str, label_text: str, counts: list[int], total: float) -> None:
-        """One series: cumulative `_bucket`s over prom_buckets.EDGES and +Inf, `_sum`, `_count`."""
+    def histogram(
+        self, name: str, label_text: str, counts: list[int], total: float, inverse: bool
+    ) -> None:
+        """One series: cumulative `_bucket`s over its edges (prom_buckets.EDGES[inverse])
+        and +Inf, `_sum`, `_count`."""
         cumulative = list(accumulate(counts))
         bucket = f"{name}_bucket{{{label_text},le="
-        self.lines.extend(f'{bucket}"{le}"}} {n}' for le, n in zip(_LE, cumulative, strict=True))
+        les = _LE[inverse]
+        self.lines.extend(f'{bucket}"{le}"}} {n}' for le, n in zip(les, cumulative, strict=True))
         self.lines.append(f"{name}_sum{{{label_text}}} {total!r}")
         self.lines.append(f"{name}_count{{{label_text}}} {cumulative[-1]}")
 
