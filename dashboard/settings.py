@@ -137,6 +137,8 @@ INSTALLED_APPS = [
     "django.contrib.humanize",
     "django_htmx",
     "django_celery_beat",
+    # Audit history of providers, endpoints, probes, prices and alert rules.
+    "simple_history",
     "probes",
     "dashboard",
     "dashboard.alerts",
@@ -155,6 +157,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # After authentication: history rows record the staff user who made the change.
+    "simple_history.middleware.HistoryRequestMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
@@ -216,6 +220,9 @@ STORAGES = {
 WHITENOISE_USE_FINDERS = TESTING
 
 LOGIN_URL = "/admin/login/"
+# The admin's History is read-only: a revert would skip the forms' checks (capacity, the
+# write-only key and headers, which history never holds).
+SIMPLE_HISTORY_REVERT_DISABLED = True
 # Django 6 behaviour now: a scheme-less URL typed in a form means https.
 FORMS_URLFIELD_ASSUME_HTTPS = True
 

@@ -19,6 +19,7 @@ from django.urls import path
 from django.utils.html import format_html
 
 from probes import admin_actions, admin_add_endpoint, admin_capacity, onboarding, secrets
+from probes.admin_history import AuditHistoryAdmin
 from probes.models import (
     CanonicalModel,
     Claim,
@@ -166,7 +167,7 @@ class EndpointInline(admin.TabularInline):
 
 
 @admin.register(Provider)
-class ProviderAdmin(admin.ModelAdmin):
+class ProviderAdmin(AuditHistoryAdmin):
     form = ProviderForm
 
     class Media:
@@ -353,7 +354,7 @@ class ClaimInline(admin.TabularInline):
 
 
 @admin.register(Endpoint)
-class EndpointAdmin(admin.ModelAdmin):
+class EndpointAdmin(AuditHistoryAdmin):
     list_display = [
         "__str__",
         "canonical_model",
@@ -460,7 +461,7 @@ class ProbeForm(forms.ModelForm):
 
 
 @admin.register(Probe)
-class ProbeAdmin(admin.ModelAdmin):
+class ProbeAdmin(AuditHistoryAdmin):
     form = ProbeForm
     # Compact columns: with the admin's navigation and filter sidebars, the list must fit
     # a laptop screen (1,400 px) without hiding its last columns.

@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 from django.core.validators import MinValueValidator
 from django.db import models
 from django.utils import timezone
+from simple_history.models import HistoricalRecords
 
 from probes import context_fit, secrets
 from probes.engine.dialects import API_CHOICES
@@ -93,6 +94,12 @@ class Provider(models.Model):
     backoff_until = models.DateTimeField(null=True, blank=True, editable=False)
     created = models.DateTimeField(auto_now_add=True)
     updated = models.DateTimeField(auto_now=True)
+
+    # Who changed what, when (the admin's History; charts mark URL changes). Never the key
+    # or the headers, which may carry one: history is shown to every staff viewer.
+    history = HistoricalRecords(
+        excluded_fields=["api_key_encrypted", "extra_headers", "backoff_until", "updated"]
+    )
 
     class Meta:
         ordering = ["name"]
@@ -319,6 +326,7 @@ class Endpoint(models.Model):
     catalog_key = models.CharField(max_length=200, blank=True, editable=False, db_index=True)
 
     objects = EndpointQuerySet.as_manager()
+    history = HistoricalRecords()
 
     class Meta:
         ordering = ["provider__name", "model_id"]
@@ -358,6 +366,8 @@ class Price(models.Model):
         "output $/M tokens", max_digits=10, decimal_places=4, validators=[positive]
     )
     source_url = models.URLField(blank=True)
+
+    history = HistoricalRecords()
 
     class Meta:
         ordering = ["endpoint", "-effective_from"]
