@@ -145,6 +145,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # Outermost: a HEAD answer keeps every header the others set and loses its body.
+    "dashboard.middleware.HeadWithoutBody",
     # First, so that every answer carries the policy: static files, redirects, 401s and
     # 429s made by the middleware below as well as the views' pages.
     "dashboard.middleware.ContentSecurityPolicy",

@@ -19,6 +19,7 @@ from django.urls import path
 from django.utils.html import format_html
 
 from probes import admin_actions, admin_add_endpoint, admin_capacity, onboarding, secrets
+from probes.admin_fields import WriteOnlyJSONField
 from probes.admin_history import AuditHistoryAdmin
 from probes.models import (
     CanonicalModel,
@@ -57,7 +58,7 @@ class ProviderForm(forms.ModelForm):
     forget_api_key = forms.BooleanField(
         label="Forget the stored key", required=False, help_text="Deletes the encrypted key."
     )
-    new_extra_headers = forms.JSONField(
+    new_extra_headers = WriteOnlyJSONField(
         label="Extra headers",
         required=False,
         # Never filled in: header values may be credentials, like the key.

@@ -244,6 +244,9 @@ def _history_page(
     shown = {e.pk for e, _ in context["idle"]}
     context["measured_histories"] = [h for h in context["histories"] if h.endpoint.pk not in shown]
     context["not_measured"] = idle.get(endpoints[0].pk, "") if kind == "endpoint" else ""
+    # When no endpoint can be measured the empty state says why (a key), not "wait".
+    if endpoints and len(idle) == len(endpoints):
+        context["all_idle"] = sorted(set(idle.values()))
     if kind == "endpoint":
         (endpoint,) = endpoints
         claims = leaderboards.claims_for(endpoints, context["filters"].workload)[endpoint.pk]

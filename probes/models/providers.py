@@ -12,6 +12,8 @@ from urllib.parse import urlsplit
 
 from django.core.validators import MinValueValidator
 from django.db import models
+from django.db.models.signals import post_delete
+from django.dispatch import receiver
 from django.utils import timezone
 from simple_history.models import HistoricalRecords
 
@@ -388,6 +390,20 @@ class Price(models.Model):
     def blended_per_m(self) -> Decimal:
         """Artificial Analysis' blend: three input tokens to one output token."""
         return (3 * self.input_per_m + self.output_per_m) / 4
+
+
+@receiver(post_delete, sender=Endpoint)
+def drop_model_left_unused(sender, instance: Endpoint, **kwargs) -> None:
+    """A model goes with its last endpoint (a provider deleted after "Add an endpoint"
+    made a model for its new name would leave an empty model page and a name that the
+    next Add offers as a match), unless a claim or an alert rule still names it. Runs
+    once per endpoint, after a cascade has deleted them all."""
+    CanonicalModel.objects.filter(
+        pk=instance.canonical_model_id,
+        endpoints__isnull=True,
+        claims__isnull=True,
+        alert_rules__isnull=True,
+    ).delete()
 
 
 class CatalogRecord(models.Model):
