@@ -15,6 +15,7 @@ bucket's value to `_sum` on both sides, so nothing jumps when they do.
 
 from __future__ import annotations
 
+import operator
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -55,7 +56,9 @@ class Totals:
         self.cost_usd += other.cost_usd
         for histogram, counts in other.buckets.items():
             mine = self.buckets.setdefault(histogram, [0] * len(counts))
-            self.buckets[histogram] = [a + b for a, b in zip(mine, counts, strict=True)]
+            if len(mine) != len(counts):
+                raise ValueError(f"{histogram}: bucket layouts differ")
+            self.buckets[histogram] = list(map(operator.add, mine, counts))  # C-level: hot
             self.sums[histogram] = self.sums.get(histogram, 0.0) + other.sums[histogram]
 
     def copy(self) -> Totals:

@@ -418,3 +418,23 @@ def test_annotations_refuse_a_range_they_cannot_read(client, db):
     assert response.status_code == 400
     assert "epoch milliseconds" in response.json()["error"]
     assert client.get("/metrics/alerts.json", {"from": 2000, "to": 1000}).status_code == 400
+
+
+def test_a_histogram_line_keeps_a_percent_sign_in_its_labels():
+    """Bucket lines come from one %-template per series: a label's '%' stays text."""
+    from dashboard.web.exposition import Exposition
+
+    out = Exposition()
+    size = prom_buckets.size_of("time_to_first_token")
+    counts = [0] * size
+    counts[3], counts[-1] = 2, 1
+    out.histogram("x", 'model="q4 %d 50%"', counts, 0.5, False)
+    lines = out.body().decode().splitlines()
+    assert len(lines) == size + 2
+    edges = prom_buckets.EDGES[False]
+    assert lines[0] == f'x_bucket{{model="q4 %d 50%",le="{edges[0]!r}"}} 0'
+    assert lines[3] == f'x_bucket{{model="q4 %d 50%",le="{edges[3]!r}"}} 2'
+    assert lines[size - 1] == 'x_bucket{model="q4 %d 50%",le="+Inf"} 3'
+    assert lines[-1] == 'x_count{model="q4 %d 50%"} 3'
+    with pytest.raises(ValueError):
+        out.histogram("x", 'a="b"', counts[:-1], 0.5, False)
