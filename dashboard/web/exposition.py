@@ -2,14 +2,16 @@
 
 prometheus_client builds an object per sample; a scrape of 100 endpoints × 11 workloads
 × 3 regions holds about half a million histogram samples, which that takes seconds to
-write. Here each series' label string is escaped once and every sample is one f-string.
+write. Here each series' label string is escaped once, every sample is one f-string and
+every histogram's bucket lines one %-format of a template.
 """
 
 from __future__ import annotations
 
-import gzip
 from collections.abc import Iterable, Sequence
 from itertools import accumulate
+
+from isal import igzip
 
 from dashboard import prom_buckets
 
@@ -78,9 +80,11 @@ class Exposition:
 
 
 def compressed(body: bytes, accept_encoding: str) -> bytes | None:
-    """gzip at the fastest level when the scraper accepts it (Prometheus always does):
-    the text of thousands of histograms shrinks about fortyfold."""
+    """gzip when the scraper accepts it (Prometheus always does): the text of thousands
+    of histograms shrinks about fortyfold. ISA-L's gzip (isal) at level 1: the same
+    format and about the same size as zlib's level 1, in a sixth of its CPU time (zlib took
+    ~0.8 s of a 3,300-series scrape)."""
     encodings = {part.split(";")[0].strip().lower() for part in accept_encoding.split(",")}
     if "gzip" not in encodings:
         return None
-    return gzip.compress(body, compresslevel=1, mtime=0)
+    return igzip.compress(body, compresslevel=1, mtime=0)
