@@ -116,6 +116,10 @@ def _padded(values: Sequence[float], share: float = 0.12) -> list[float]:
 
 def _scatter(rows: Sequence[Row], x: str, y: str, title: str) -> dict:
     points = [r for r in rows if r.figure(x) is not None and r.figure(y) is not None]
+    # Labels are placed in trace order and the last ones dropped where crowded
+    # (static/js/charts.js): the operator's own endpoints before the simulator's, so a
+    # demo's dozen simulated points never hide the one endpoint the user added.
+    points.sort(key=lambda r: r.provider.simulated)
     fig = _figure(title, showlegend=False, xaxis=_axis(x), yaxis=_axis(y))
     if not points:
         return _empty(fig, _why_empty(rows, x, y))

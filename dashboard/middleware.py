@@ -88,3 +88,22 @@ class ContentSecurityPolicy:
         response = self.get_response(request)
         response.headers.setdefault("Content-Security-Policy", settings.CONTENT_SECURITY_POLICY)
         return response
+
+
+class HeadWithoutBody:
+    """A HEAD answer carries GET's headers (Content-Length included) and no body
+    (RFC 9110 §9.3.2). Django's development server strips it; gunicorn, which `make run`
+    and deployments use, sends whatever the view wrote. Outermost, so nothing adds a
+    body after it."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        response = self.get_response(request)
+        if request.method == "HEAD":
+            if response.streaming:
+                response.streaming_content = []
+            else:
+                response.content = b""
+        return response

@@ -143,12 +143,16 @@ INSTALLED_APPS = [
     "django.contrib.humanize",
     "django_htmx",
     "django_celery_beat",
+    # Audit history of providers, endpoints, probes, prices and alert rules.
+    "simple_history",
     "probes",
     "dashboard",
     "dashboard.alerts",
 ]
 
 MIDDLEWARE = [
+    # Outermost: a HEAD answer keeps every header the others set and loses its body.
+    "dashboard.middleware.HeadWithoutBody",
     # First, so that every answer carries the policy: static files, redirects, 401s and
     # 429s made by the middleware below as well as the views' pages.
     "dashboard.middleware.ContentSecurityPolicy",
@@ -161,6 +165,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # After authentication: history rows record the staff user who made the change.
+    "simple_history.middleware.HistoryRequestMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
@@ -222,6 +228,9 @@ STORAGES = {
 WHITENOISE_USE_FINDERS = TESTING
 
 LOGIN_URL = "/admin/login/"
+# The admin's History is read-only: a revert would skip the forms' checks (capacity, the
+# write-only key and headers, which history never holds).
+SIMPLE_HISTORY_REVERT_DISABLED = True
 # Django 6 behaviour now: a scheme-less URL typed in a form means https.
 FORMS_URLFIELD_ASSUME_HTTPS = True
 

@@ -13,6 +13,7 @@ from django.utils.html import format_html
 
 from dashboard.alerts.models import AlertEvent, AlertRule, Channel, Notification, Silence
 from dashboard.alerts.transports import REGISTRY, get_transport
+from probes.admin.history import AuditHistoryAdmin
 
 
 def _examples() -> str:
@@ -120,7 +121,7 @@ class ChannelAdmin(admin.ModelAdmin):
 
 
 @admin.register(AlertRule)
-class AlertRuleAdmin(admin.ModelAdmin):
+class AlertRuleAdmin(AuditHistoryAdmin):
     list_display = ["name", "enabled", "scope_label", "metric", "condition_label", "open_events"]
     list_filter = ["enabled", "metric", "condition"]
     search_fields = ["name"]

@@ -15,6 +15,7 @@ bucket's value to `_sum` on both sides, so nothing jumps when they do.
 
 from __future__ import annotations
 
+import operator
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -38,12 +39,12 @@ class Totals:
     status_counts: dict[str, int] = field(default_factory=dict)
     tokens: dict[str, int] = field(default_factory=lambda: dict.fromkeys(TOKEN_KINDS, 0))
     cost_usd: float = 0.0
-    # exported histogram → per-bucket counts (len(EDGES) + 1, not cumulative)
+    # exported histogram → per-bucket counts (prom_buckets.size_of, not cumulative)
     buckets: dict[str, list[int]] = field(default_factory=dict)
     sums: dict[str, float] = field(default_factory=dict)  # exported histogram → seconds
 
     def add_bucket(self, histogram: str, index: int, n: int, total: float) -> None:
-        counts = self.buckets.setdefault(histogram, [0] * (prom_buckets.INF + 1))
+        counts = self.buckets.setdefault(histogram, [0] * prom_buckets.size_of(histogram))
         counts[index] += n
         self.sums[histogram] = self.sums.get(histogram, 0.0) + total
 
@@ -55,7 +56,9 @@ class Totals:
         self.cost_usd += other.cost_usd
         for histogram, counts in other.buckets.items():
             mine = self.buckets.setdefault(histogram, [0] * len(counts))
-            self.buckets[histogram] = [a + b for a, b in zip(mine, counts, strict=True)]
+            if len(mine) != len(counts):
+                raise ValueError(f"{histogram}: bucket layouts differ")
+            self.buckets[histogram] = list(map(operator.add, mine, counts))  # C-level: hot
             self.sums[histogram] = self.sums.get(histogram, 0.0) + other.sums[histogram]
 
     def copy(self) -> Totals:
@@ -78,8 +81,8 @@ def _array(values: list[int]) -> str:
 # and stored_value_seconds, in SQL; a test checks they agree).
 _INDEX_SQL = (
     f"CASE WHEN NOT inverse THEN width_bucket(k, {_array(prom_buckets.CUTS[False])}) "
-    f"WHEN k <= 0 THEN {prom_buckets.INF} "
-    f"ELSE {prom_buckets.INF} - width_bucket(k, {_array(prom_buckets.CUTS[True])}) END"
+    f"WHEN k <= 0 THEN {prom_buckets.INF[True]} "
+    f"ELSE {prom_buckets.INF[True]} - width_bucket(k, {_array(prom_buckets.CUTS[True])}) END"
 )
 _VALUE = (
     f"(2 * power(10::float8, ({_FLOOR_LOG!r})::float8 + (k + 1) * ({_LOG_STEP!r})::float8)"
@@ -208,6 +211,10 @@ def _from_snapshot(plan: Plan) -> dict[Series, Totals] | None:
     out = {}
     for endpoint, workload, region, status_counts, *tokens, cost, stored in rows:
         stored = orjson.loads(stored)
+        if any(len(v["buckets"]) != prom_buckets.size_of(h) for h, v in stored.items()):
+            # Built before the bucket edges changed: sum the rollups until the next
+            # hourly refresh rebuilds it with today's edges.
+            return None
         out[(endpoint, workload, region)] = Totals(
             status_counts=orjson.loads(status_counts),
             tokens=dict(zip(TOKEN_KINDS, tokens, strict=True)),

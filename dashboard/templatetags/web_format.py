@@ -129,6 +129,17 @@ def field_value(value) -> str:
 
 
 @register.filter
+def detail_value(value) -> str:
+    """A /status detail as a sentence would say it: a list as its items, a flag as
+    yes / no, nothing as a dash, never Python's repr (['a'], True, None)."""
+    if isinstance(value, list | tuple | set | frozenset):
+        return ", ".join(detail_value(v) for v in value) or DASH
+    if isinstance(value, dict):
+        return ", ".join(f"{k}: {detail_value(v)}" for k, v in value.items()) or DASH
+    return field_value(value)
+
+
+@register.filter
 def metric_label(key: str) -> str:
     """A metric's human name ("Output speed"), never its raw key (output_tps)."""
     metric = METRICS.get(key)

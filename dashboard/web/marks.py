@@ -1,10 +1,13 @@
 """What happened on a history chart's time axis besides the runs: alerts firing and
 resolving, and configuration changes that move a series (a new list price, a probe
-added). Drawn as thin vertical lines with a hover label (charts.history)."""
+added, and from the audit history (django-simple-history) a probe's interval or workload
+changed, a price edited, the provider's URL moved). Drawn as thin vertical lines with a
+hover label (charts.history). Labels never name who changed what: the charts are public,
+the admin's History shows the user to staff."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, time
 
@@ -12,7 +15,12 @@ from django.db.models import Q
 
 from dashboard.alerts.models import AlertEvent
 from dashboard.templatetags.web_format import usd
-from probes.models import Endpoint, Price, Probe, Workload
+from probes.models import Endpoint, Price, Probe, Provider, Workload
+from probes.models.providers import origin
+
+# A chart has room for so many marks; a script editing a probe in a loop must not make a
+# page slow or unreadable.
+MAX_CHANGE_MARKS = 200
 
 
 @dataclass(frozen=True)
@@ -29,7 +37,8 @@ def history_marks(
     ids = [e.pk for e in endpoints]
     in_window = Q(fired_at__range=(start, now)) | Q(resolved_at__range=(start, now))
     events = AlertEvent.objects.filter(in_window, endpoint_id__in=ids).select_related("endpoint")
-    probes = Probe.objects.filter(endpoint_id__in=ids, created__range=(start, now))
+    # Only probes that run: a disabled catalog endpoint's probes added nothing to a chart.
+    probes = Probe.objects.active().filter(endpoint_id__in=ids, created__range=(start, now))
     if workload is not None:
         events = events.filter(workload=workload)
         probes = probes.filter(workload=workload)
@@ -46,8 +55,8 @@ def history_marks(
     for price in prices:
         when = datetime.combine(price.effective_from, time(), UTC)
         if start <= when:
-            text = f"{usd(price.input_per_m)} in / {usd(price.output_per_m)} out per M"
-            marks.append(Mark(when, "config", f"new price on {price.endpoint.model_id}: {text}"))
+            text = f"new price on {price.endpoint.model_id}: {_price_text(price)}"
+            marks.append(Mark(when, "config", text))
     for probe in probes.select_related("endpoint", "workload"):
         marks.append(
             Mark(
@@ -57,4 +66,51 @@ def history_marks(
                 f"every {probe.interval_s} s",
             )
         )
+    marks += change_marks(endpoints, start, now, workload)
     return sorted(marks, key=lambda m: m.t)
+
+
+def _price_text(price) -> str:
+    return f"{usd(price.input_per_m)} in / {usd(price.output_per_m)} out per M"
+
+
+def _edits(model, start: datetime, now: datetime, **scope) -> Iterable:
+    """(record, the record before it) for each edit ("~") of `model` inside the window."""
+    records = model.history.filter(
+        history_type="~", history_date__range=(start, now), **scope
+    ).order_by("history_date")[:MAX_CHANGE_MARKS]
+    for record in records:
+        previous = record.prev_record
+        if previous is not None:
+            yield record, previous
+
+
+def change_marks(
+    endpoints: Sequence[Endpoint], start: datetime, now: datetime, workload: Workload | None
+) -> list[Mark]:
+    """Interval, workload, price and URL changes from the audit history."""
+    ids = [e.pk for e in endpoints]
+    names = {e.pk: e.model_id for e in endpoints}
+    marks = []
+    slugs = dict(Workload.objects.values_list("pk", "slug"))
+    for record, before in _edits(Probe, start, now, endpoint_id__in=ids):
+        if workload is not None and workload.pk not in (record.workload_id, before.workload_id):
+            continue
+        on = f"on {names[record.endpoint_id]}"
+        if record.interval_s != before.interval_s:
+            text = f"probe interval {before.interval_s} s → {record.interval_s} s"
+            marks.append(Mark(record.history_date, "config", f"{text} {on}"))
+        if record.workload_id != before.workload_id:
+            old, new = slugs.get(before.workload_id, "?"), slugs.get(record.workload_id, "?")
+            marks.append(Mark(record.history_date, "config", f"probe workload {old} → {new} {on}"))
+    for record, before in _edits(Price, start, now, endpoint_id__in=ids):
+        if _price_text(record) != _price_text(before):
+            text = f"price edited on {names[record.endpoint_id]}: {_price_text(record)}"
+            marks.append(Mark(record.history_date, "config", text))
+    providers = {e.provider_id for e in endpoints}
+    for record, before in _edits(Provider, start, now, id__in=providers):
+        if record.base_url != before.base_url:
+            # The host only: a path may carry an account or deployment name.
+            text = f"{record.name}'s URL moved to {origin(record.base_url)[1]}"
+            marks.append(Mark(record.history_date, "config", text))
+    return marks

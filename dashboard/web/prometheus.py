@@ -90,12 +90,12 @@ def render(now: datetime | None = None) -> bytes:
 
 
 def _histograms(out: Exposition, totals: list[tuple[str, lifetime.Totals]]) -> None:
-    for histogram in prom_buckets.HISTOGRAMS:
+    for histogram, (_, inverse) in prom_buckets.HISTOGRAMS.items():
         name = f"inferwatch_{histogram}_seconds"
         out.family(name, "histogram", f"{HISTOGRAM_HELP[histogram]} (ok runs, all time).")
         for text, t in totals:
             if histogram in t.buckets:
-                out.histogram(name, text, t.buckets[histogram], t.sums[histogram])
+                out.histogram(name, text, t.buckets[histogram], t.sums[histogram], inverse)
 
 
 def _counters(out: Exposition, totals: list[tuple[str, lifetime.Totals]]) -> None:

@@ -244,10 +244,19 @@ def _history_page(
     shown = {e.pk for e, _ in context["idle"]}
     context["measured_histories"] = [h for h in context["histories"] if h.endpoint.pk not in shown]
     context["not_measured"] = idle.get(endpoints[0].pk, "") if kind == "endpoint" else ""
+    # When no endpoint can be measured the empty state says why (a key), not "wait".
+    if endpoints and len(idle) == len(endpoints):
+        context["all_idle"] = sorted(set(idle.values()))
     if kind == "endpoint":
         (endpoint,) = endpoints
         claims = leaderboards.claims_for(endpoints, context["filters"].workload)[endpoint.pk]
         context["claims"] = leaderboards.best_claims(claims, context["totals"])
+        # Speed badges are per workload: the page's own, or with all workloads pooled
+        # the one the endpoint's first probe measures.
+        workload = filters.workload or next((p.workload for p in extra["probes"]), None)
+        context["badges"] = badges.endpoint_badge_links(
+            request, endpoint, workload.slug if workload else ""
+        )
     return render(request, "dashboard/history_page.html", context)
 
 
@@ -293,8 +302,6 @@ def endpoint_page(request: HttpRequest, pk: int) -> HttpResponse:
         Endpoint.objects.select_related("provider", "canonical_model"), pk=pk
     )
     probes = list(endpoint.probes.select_related("workload"))
-    # Speed badges are per workload: the one the endpoint's first probe measures.
-    badge_workload = probes[0].workload.slug if probes else ""
     return _history_page(
         request,
         endpoint,
@@ -304,7 +311,6 @@ def endpoint_page(request: HttpRequest, pk: int) -> HttpResponse:
         endpoint=endpoint,
         price=endpoint.current_price,
         probes=probes,
-        badges=badges.endpoint_badge_links(request, endpoint, badge_workload),
         probe_skips=ledger.skips_by(
             "probe_id",
             list(endpoint.probes.values_list("pk", flat=True)),

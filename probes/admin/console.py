@@ -19,6 +19,8 @@ from django.urls import path
 from django.utils.html import format_html
 
 from probes.admin import add_endpoint, capacity, operator_actions
+from probes.admin.fields import WriteOnlyJSONField
+from probes.admin.history import AuditHistoryAdmin
 from probes.catalog import key_hosts
 from probes.models import (
     CanonicalModel,
@@ -58,7 +60,7 @@ class ProviderForm(forms.ModelForm):
     forget_api_key = forms.BooleanField(
         label="Forget the stored key", required=False, help_text="Deletes the encrypted key."
     )
-    new_extra_headers = forms.JSONField(
+    new_extra_headers = WriteOnlyJSONField(
         label="Extra headers",
         required=False,
         # Never filled in: header values may be credentials, like the key.
@@ -178,7 +180,7 @@ class EndpointInline(admin.TabularInline):
 
 
 @admin.register(Provider)
-class ProviderAdmin(admin.ModelAdmin):
+class ProviderAdmin(AuditHistoryAdmin):
     form = ProviderForm
 
     class Media:
@@ -365,7 +367,7 @@ class ClaimInline(admin.TabularInline):
 
 
 @admin.register(Endpoint)
-class EndpointAdmin(admin.ModelAdmin):
+class EndpointAdmin(AuditHistoryAdmin):
     list_display = [
         "__str__",
         "canonical_model",
@@ -472,7 +474,7 @@ class ProbeForm(forms.ModelForm):
 
 
 @admin.register(Probe)
-class ProbeAdmin(admin.ModelAdmin):
+class ProbeAdmin(AuditHistoryAdmin):
     form = ProbeForm
     # Compact columns: with the admin's navigation and filter sidebars, the list must fit
     # a laptop screen (1,400 px) without hiding its last columns.

@@ -12,7 +12,10 @@ from urllib.parse import urlsplit
 
 from django.core.validators import MinValueValidator
 from django.db import models
+from django.db.models.signals import post_delete
+from django.dispatch import receiver
 from django.utils import timezone
+from simple_history.models import HistoricalRecords
 
 from probes.engine import door
 from probes.engine.dialects import API_CHOICES
@@ -102,6 +105,12 @@ class Provider(models.Model):
     backoff_until = models.DateTimeField(null=True, blank=True, editable=False)
     created = models.DateTimeField(auto_now_add=True)
     updated = models.DateTimeField(auto_now=True)
+
+    # Who changed what, when (the admin's History; charts mark URL changes). Never the key
+    # or the headers, which may carry one: history is shown to every staff viewer.
+    history = HistoricalRecords(
+        excluded_fields=["api_key_encrypted", "extra_headers", "backoff_until", "updated"]
+    )
 
     class Meta:
         ordering = ["name"]
@@ -378,6 +387,7 @@ class Endpoint(models.Model):
     catalog_key = models.CharField(max_length=200, blank=True, editable=False, db_index=True)
 
     objects = EndpointQuerySet.as_manager()
+    history = HistoricalRecords()
 
     class Meta:
         ordering = ["provider__name", "model_id"]
@@ -418,6 +428,8 @@ class Price(models.Model):
     )
     source_url = models.URLField(blank=True)
 
+    history = HistoricalRecords()
+
     class Meta:
         ordering = ["endpoint", "-effective_from"]
         constraints = [
@@ -437,6 +449,20 @@ class Price(models.Model):
     def blended_per_m(self) -> Decimal:
         """Artificial Analysis' blend: three input tokens to one output token."""
         return (3 * self.input_per_m + self.output_per_m) / 4
+
+
+@receiver(post_delete, sender=Endpoint)
+def drop_model_left_unused(sender, instance: Endpoint, **kwargs) -> None:
+    """A model goes with its last endpoint (a provider deleted after "Add an endpoint"
+    made a model for its new name would leave an empty model page and a name that the
+    next Add offers as a match), unless a claim or an alert rule still names it. Runs
+    once per endpoint, after a cascade has deleted them all."""
+    CanonicalModel.objects.filter(
+        pk=instance.canonical_model_id,
+        endpoints__isnull=True,
+        claims__isnull=True,
+        alert_rules__isnull=True,
+    ).delete()
 
 
 class CatalogRecord(models.Model):

@@ -6,6 +6,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils import timezone
+from simple_history.models import HistoricalRecords
 
 from probes.models import context_fit
 from probes.models.providers import CanonicalModel, Endpoint, Provider
@@ -151,6 +152,9 @@ class Probe(models.Model):
     catalog_key = models.CharField(max_length=200, blank=True, editable=False, db_index=True)
 
     objects = ProbeQuerySet.as_manager()
+    # The dispatcher's bookkeeping moves every slot (and is written with update(), which
+    # records nothing): history keeps what a person or the catalog changed.
+    history = HistoricalRecords(excluded_fields=["next_run_at", "last_dispatched_at"])
 
     class Meta:
         ordering = ["endpoint", "workload", "region"]

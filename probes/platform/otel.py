@@ -10,9 +10,10 @@ gen_ai.client.operation.duration, gen_ai.client.operation.time_to_first_chunk,
 gen_ai.client.operation.time_per_output_chunk (seconds) and gen_ai.client.token.usage
 (tokens, by gen_ai.token.type), with gen_ai.operation.name, gen_ai.provider.name,
 gen_ai.request.model, server.address, server.port and error.type on failures. The time
-histograms use probes/engine/buckets.SECONDS_EDGES, which resolve 0.1 ms where the
-conventions' advised buckets start at 10 ms. Exporting never fails a run: errors are
-logged and dropped.
+histograms use /metrics' edges (probes/engine/buckets.py): LATENCY_EDGES for duration and
+first chunk (no wider than 10 % from 20 ms to 10 s), SECONDS_EDGES per output chunk, which
+resolve 0.1 ms where the conventions' advised buckets start at 10 ms. Exporting never
+fails a run: errors are logged and dropped.
 
 The push goes through the one door out (probes/engine/door.py) like every other request:
 the SDK's own OTLP/HTTP exporter posts with `requests`, around the egress policy, so
@@ -41,7 +42,7 @@ from opentelemetry.sdk.metrics.view import ExplicitBucketHistogramAggregation, V
 from opentelemetry.sdk.resources import Resource
 
 from probes.engine import door
-from probes.engine.buckets import SECONDS_EDGES
+from probes.engine.buckets import LATENCY_EDGES, SECONDS_EDGES
 from probes.engine.result import RunResult
 
 log = logging.getLogger(__name__)
@@ -94,9 +95,10 @@ class RunMetrics:
             ),
             views=[
                 *(
-                    View(instrument_name=name, aggregation=histogram(SECONDS_EDGES))
-                    for name in (DURATION, TIME_TO_FIRST_CHUNK, TIME_PER_OUTPUT_CHUNK)
+                    View(instrument_name=name, aggregation=histogram(LATENCY_EDGES))
+                    for name in (DURATION, TIME_TO_FIRST_CHUNK)
                 ),
+                View(instrument_name=TIME_PER_OUTPUT_CHUNK, aggregation=histogram(SECONDS_EDGES)),
                 View(instrument_name=TOKEN_USAGE, aggregation=histogram(TOKEN_EDGES)),
             ],
             shutdown_on_exit=True,

@@ -180,9 +180,9 @@ def test_our_own_settings_are_used_by_the_code():
         for name in re.findall(r"^([A-Z][A-Z0-9_]*) =", SETTINGS.read_text(), re.MULTILINE)
         if not hasattr(global_settings, name) and not name.startswith("CELERY_")
     }
-    # Used inside settings.py itself, or consumed by Django or whitenoise by name.
+    # Used inside settings.py itself, or consumed by Django, whitenoise or simple-history by name.
     internal = {"BASE_DIR", "PRODUCTION", "TESTING", "INFERWATCH_ENV", "VAR_DIR", "LOG_LEVEL"}
-    internal |= {"ROOT_URLCONF", "WHITENOISE_USE_FINDERS"}
+    internal |= {"ROOT_URLCONF", "WHITENOISE_USE_FINDERS", "SIMPLE_HISTORY_REVERT_DISABLED"}
     code = "\n".join(
         path.read_text()
         for top in ("dashboard", "probes")

@@ -148,6 +148,36 @@ def test_create_without_a_test_asks_for_one(admin_client, local_server):
     assert not Provider.objects.exists()
 
 
+def test_deleting_a_created_provider_leaves_no_canonical_model_behind(admin_client, local_server):
+    url = reverse("admin:probes_provider_add_endpoint")
+    filled = admin_client.post(url, form(local_server.base_url, action="test")).context["form"]
+    filled = filled.data
+    admin_client.post(url, {**filled.dict(), "action": "create", "workloads": []})
+    provider = Provider.objects.get()
+    model = provider.endpoints.get().canonical_model
+    delete = reverse("admin:probes_provider_delete", args=[provider.pk])
+    assert admin_client.post(delete, {"post": "yes"}).status_code == 302
+    assert not Provider.objects.exists()
+    assert not CanonicalModel.objects.filter(pk=model.pk).exists()
+
+
+def test_a_model_an_alert_rule_or_another_endpoint_names_stays(db):
+    from dashboard.alerts.models import AlertRule
+
+    watched = CanonicalModel.objects.create(name="Watched", slug="watched")
+    shared = CanonicalModel.objects.create(name="Shared", slug="shared")
+    AlertRule.objects.create(name="w", metric="ttft_ms", threshold=1, canonical_model=watched)
+    one = Provider.objects.create(name="One", slug="one", base_url="http://127.0.0.1:9/v1")
+    two = Provider.objects.create(name="Two", slug="two", base_url="http://127.0.0.1:8/v1")
+    Endpoint.objects.create(provider=one, model_id="a", canonical_model=watched)
+    Endpoint.objects.create(provider=one, model_id="b", canonical_model=shared)
+    Endpoint.objects.create(provider=two, model_id="b", canonical_model=shared)
+    one.delete()
+    assert set(CanonicalModel.objects.values_list("slug", flat=True)) == {"watched", "shared"}
+    two.delete()
+    assert set(CanonicalModel.objects.values_list("slug", flat=True)) == {"watched"}
+
+
 def test_a_pasted_key_never_comes_back_to_the_page(admin_client, local_server):
     secret = "sk-local-0123456789abcdef"
     response = admin_client.post(

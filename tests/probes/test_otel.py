@@ -16,7 +16,7 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from probes import runner
-from probes.engine.buckets import SECONDS_EDGES
+from probes.engine.buckets import LATENCY_EDGES
 from probes.engine.result import RunResult
 from probes.platform import otel
 
@@ -71,7 +71,7 @@ def test_each_request_becomes_genai_client_metrics_in_seconds():
     assert failed.sum == pytest.approx(30.0)
     (first_chunk,) = got[otel.TIME_TO_FIRST_CHUNK]
     assert first_chunk.sum == pytest.approx(0.080)
-    assert tuple(first_chunk.explicit_bounds) == SECONDS_EDGES
+    assert tuple(first_chunk.explicit_bounds) == LATENCY_EDGES
     usage = {p.attributes["gen_ai.token.type"]: p.sum for p in got[otel.TOKEN_USAGE]}
     assert usage == {"input": 1000, "output": 300}
 
@@ -163,7 +163,7 @@ def test_a_loopback_receiver_gets_the_genai_metrics_over_otlp_http(receiver):
         if m.name == otel.TIME_TO_FIRST_CHUNK
     )
     (point,) = metric.histogram.data_points
-    assert metric.unit == "s" and tuple(point.explicit_bounds) == SECONDS_EDGES
+    assert metric.unit == "s" and tuple(point.explicit_bounds) == LATENCY_EDGES
     attributes = {a.key: a.value.string_value for a in point.attributes}
     assert attributes["gen_ai.provider.name"] == "cerebras"
 

@@ -9,6 +9,7 @@ import pytest
 from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import Permission, User
 from django.core.management import CommandError, call_command
+from django.urls import reverse
 
 from probes.catalog.seeds import PROVIDERS
 from probes.models import Provider
@@ -304,3 +305,15 @@ def test_status_only_warns_about_a_disabled_providers_key(client, undecryptable)
 def test_every_seed_providers_key_variable_is_allowed_by_default():
     names = [seed.api_key_env for seed in PROVIDERS if seed.api_key_env]
     assert names and [n for n in names if secrets.env_name_refusal(n)] == []
+
+
+def test_the_extra_headers_box_starts_empty_not_null(admin_client, provider):
+    """A pre-filled `null` reads as a stored value and would be sent back as one."""
+    import re
+
+    for url in (change_url(provider), reverse("admin:probes_provider_add")):
+        html = admin_client.get(url).content.decode()
+        (box,) = re.findall(
+            r'<textarea[^>]*name="new_extra_headers"[^>]*>(.*?)</textarea>', html, re.S
+        )
+        assert box.strip() == "", url

@@ -7,6 +7,7 @@ from datetime import timedelta
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
+from simple_history.models import HistoricalRecords
 
 from dashboard.alerts import decide
 from probes.engine.contract import ROLLUP_METRICS, RUN_FIELDS
@@ -150,6 +151,7 @@ class AlertRule(models.Model):
     updated = models.DateTimeField(auto_now=True)
 
     objects = AlertRuleQuerySet.as_manager()
+    history = HistoricalRecords()
 
     class Meta:
         ordering = ["name"]

@@ -136,3 +136,26 @@ def test_a_real_celery_worker_reports_its_heartbeat(redis):
     finally:
         os.killpg(worker.pid, signal.SIGTERM)
         worker.wait(15)
+
+
+def test_details_read_as_text_never_as_python_values(admin_client, redis):
+    """Lists as their items, flags as yes / no: no ['…'], True or None on the page."""
+    import re
+
+    from probes.models import CanonicalModel, Endpoint, Probe, Provider, Workload
+
+    provider = Provider.objects.create(
+        name="Box", slug="box", base_url="http://127.0.0.1:9/v1", enabled=True
+    )
+    model = CanonicalModel.objects.create(name="M", slug="m")
+    endpoint = Endpoint.objects.create(provider=provider, model_id="m", canonical_model=model)
+    workload = Workload.objects.create(
+        slug="w", name="W", messages=[{"role": "user", "content": "Hi"}], max_tokens=50
+    )
+    Probe.objects.create(endpoint=endpoint, workload=workload, region="eu-west", interval_s=60)
+    heartbeat.record_heartbeat("worker", "local@box")
+    html = admin_client.get("/status").content.decode()
+    text = " ".join(re.findall(r'<ul class="status-details">(.*?)</ul>', html, re.S))
+    assert "from: " in text and "Box" in text  # the capacity plan's sources
+    for raw in ("[", "]", "True", "False", "None", "&#x27;", "{"):
+        assert raw not in text, raw

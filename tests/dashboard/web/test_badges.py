@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from dashboard.web import badges
-from probes.models import ProbeRun
+from probes.models import ProbeRun, Workload
 
 from .test_browser import CHROMIUM, browser, page  # noqa: F401 (fixtures)
 
@@ -102,6 +102,23 @@ def test_the_endpoint_page_lists_every_badge_with_its_markdown(client, history):
     for kind in badges.KINDS:
         assert f"/badges/endpoints/{fast.pk}/{kind}.svg" in html, kind
     assert "![output speed](http" in html
+
+
+def test_the_endpoint_pages_badge_snippets_carry_the_pages_workload(client, history):
+    """Not always the first probe's workload: the one the page shows."""
+    fast = history["endpoints"]["fast"]
+    for workload in ("chat-short", "agent-loop"):
+        Workload.objects.get_or_create(
+            slug=workload,
+            defaults={
+                "name": workload,
+                "messages": [{"role": "user", "content": "Hi"}],
+                "max_tokens": 9,
+            },
+        )
+        html = client.get(f"/endpoints/{fast.pk}/", {"workload": workload}).content.decode()
+        for kind in ("output-speed", "ttft", "claim-kept"):
+            assert f"/badges/endpoints/{fast.pk}/{kind}.svg?workload={workload})" in html, kind
 
 
 @pytest.mark.browser

@@ -109,3 +109,20 @@ def test_scatter_labels_have_room_inside_the_axes(history):
     assert lo < min(trace["x"]) and max(trace["x"]) < hi
     lo, hi = figure["layout"]["yaxis"]["range"]
     assert max(trace["y"]) + 0.1 * (max(trace["y"]) - min(trace["y"])) < hi  # room above
+
+
+def test_scatter_labels_the_users_own_endpoints_before_the_simulators(history):
+    """Crowded labels are dropped from the end of the trace (static/js/charts.js): the
+    real endpoints come first, whatever their rank, so the one a user added keeps its."""
+    from probes.models import Provider
+
+    Provider.objects.exclude(simulated=True).update(simulated=True)
+    mid = history["endpoints"]["mid"].provider  # ranks below the others on speed
+    Provider.objects.filter(pk=mid.pk).update(simulated=False)
+    board = leaderboards.leaderboard(query_filters.parse_filters({}))
+    assert board.rows[0].provider.pk != mid.pk
+    for figure in (charts.ttft_vs_speed(board.rows), charts.speed_vs_price(board.rows)):
+        (trace,) = figure["data"]
+        own = [i for i, label in enumerate(trace["customdata"]) if label.startswith("Groq ")]
+        assert own and own == list(range(len(own))), trace["customdata"]
+        assert all("(sim)" not in trace["text"][i] for i in own)

@@ -69,11 +69,31 @@ def quantile_bucket(rows: list[tuple[float, float]], q: float) -> tuple[float, f
 # -- the buckets -------------------------------------------------------------------------------
 
 
-def test_the_edges_hold_vllms_and_resolve_a_tenth_of_a_millisecond():
-    assert set(bucket_edges.VLLM_TTFT_EDGES) <= set(prom_buckets.EDGES)
+def test_the_edges_hold_vllms_and_per_token_ones_resolve_a_tenth_of_a_millisecond():
     assert len(bucket_edges.VLLM_TTFT_EDGES) == 22
-    assert prom_buckets.EDGES[0] == 0.0001 and prom_buckets.EDGES[-1] == 2560.0
-    assert list(prom_buckets.EDGES) == sorted(set(prom_buckets.EDGES))
+    for edges in prom_buckets.EDGES.values():
+        assert set(bucket_edges.VLLM_TTFT_EDGES) <= set(edges)
+        assert edges[-1] == 2560.0
+        assert list(edges) == sorted(set(edges))
+    assert prom_buckets.EDGES[True][0] == 0.0001
+
+
+def test_latency_buckets_are_no_wider_than_a_tenth_of_their_value_from_20_ms_to_10_s():
+    """So histogram_quantile, which interpolates inside one bucket, lands within 10 %."""
+    edges = prom_buckets.EDGES[False]
+    assert 0.02 in edges and 10.0 in edges
+    widths = [
+        (high - low) / high
+        for low, high in zip(edges, edges[1:], strict=False)
+        if 0.02 < high <= 10
+    ]
+    assert len(widths) > 60 and max(widths) <= 0.10
+    # Outside the span the edges are vLLM's own, so the scrape stays small.
+    assert [e for e in edges if not 0.02 <= e <= 10] == [
+        e for e in bucket_edges.VLLM_TTFT_EDGES if not 0.02 <= e <= 10
+    ]
+    for name, (_, inverse) in prom_buckets.HISTOGRAMS.items():
+        assert prom_buckets.size_of(name) == len(prom_buckets.EDGES[inverse]) + 1
 
 
 @pytest.mark.parametrize("inverse", [False, True])
@@ -81,7 +101,7 @@ def test_every_stored_bucket_sums_into_the_first_edge_that_holds_all_of_it(inver
     """le=e never counts a sample above e; a sample reads one bucket high at most when it
     lies within one stored bucket's width (0.46 %) below an edge."""
     rng = random.Random(3)
-    edges = [*prom_buckets.EDGES, float("inf")]
+    edges = [*prom_buckets.EDGES[inverse], float("inf")]
     width = histogram.GAMMA * (1 + 1e-9)
     # Speeds at or below 0.01 tok/s share stored bucket 0 (dashboard/histogram.FLOOR):
     # 99.5 s per token and slower read as +Inf.
@@ -94,7 +114,7 @@ def test_every_stored_bucket_sums_into_the_first_edge_that_holds_all_of_it(inver
         if index > 0:
             assert seconds * width > edges[index - 1], (seconds, index)
     for edge in [
-        e for e in prom_buckets.EDGES if e < 10**top
+        e for e in prom_buckets.EDGES[inverse] if e < 10**top
     ]:  # the edges themselves, where float noise would show
         for nudge in (0.999, 1.001):
             seconds = edge * nudge
@@ -107,8 +127,8 @@ def test_every_stored_bucket_sums_into_the_first_edge_that_holds_all_of_it(inver
 def test_2100_and_150_tokens_per_second_fall_in_different_buckets():
     fast = prom_buckets.prom_index(histogram.bucket_of(2100.0), True)
     slow = prom_buckets.prom_index(histogram.bucket_of(150.0), True)
-    assert prom_buckets.EDGES[fast] == 0.0005  # 0.476 ms per token
-    assert prom_buckets.EDGES[slow] == 0.01  # 6.7 ms per token
+    assert prom_buckets.EDGES[True][fast] == 0.0005  # 0.476 ms per token
+    assert prom_buckets.EDGES[True][slow] == 0.01  # 6.7 ms per token
     # and a 1,000 tok/s one sits between them
     middle = prom_buckets.prom_index(histogram.bucket_of(1000.0), True)
     assert fast < middle < slow
@@ -118,7 +138,10 @@ def test_postgres_buckets_the_raw_tail_exactly_as_python_does(catalog):
     """The SQL mapping (dashboard/queries/lifetime.py) against prom_buckets, value by value."""
     endpoint, workload = catalog["endpoints"]["fast"], catalog["workload"]
     rng = random.Random(5)
-    expected: dict[str, list[int]] = {h: [0] * (prom_buckets.INF + 1) for h in ("ttft", "tpot")}
+    expected = {
+        "ttft": [0] * prom_buckets.size_of("time_to_first_token"),
+        "tpot": [0] * prom_buckets.size_of("time_per_output_token"),
+    }
     sums = {"ttft": 0.0, "tpot": 0.0}
     for _ in range(300):
         ttft_ms, tps = 10 ** rng.uniform(-0.5, 6), 10 ** rng.uniform(0, 4)
@@ -204,6 +227,27 @@ def test_the_lifetime_snapshot_says_what_the_rollups_say(history):
         assert from_snapshot[series].buckets == t.buckets
         assert from_snapshot[series].status_counts == t.status_counts
         assert from_snapshot[series].tokens == t.tokens
+
+
+def test_a_lifetime_snapshot_built_with_other_edges_is_not_read(history):
+    """After an upgrade changes the bucket edges, the old snapshot's counts mean other
+    buckets: the scrape sums the rollups until the next hourly build instead."""
+    from dashboard.models import WindowSnapshot
+
+    now = timezone.now()
+    plan = aggregates.lifetime_plan(now)
+    snapshots.build_lifetime(now)
+    assert lifetime._from_snapshot(plan) is not None
+    aggregates.clear_memo()
+    expected = {series: t.buckets for series, t in lifetime.totals(now).items()}
+    row = WindowSnapshot.objects.filter(window=aggregates.LIFETIME).first()
+    stale = {
+        h: {"buckets": v["buckets"][:31], "sum": v["sum"]} for h, v in row.prom_buckets.items()
+    }
+    WindowSnapshot.objects.filter(pk=row.pk).update(prom_buckets=stale)
+    assert lifetime._from_snapshot(plan) is None
+    aggregates.clear_memo()
+    assert {series: t.buckets for series, t in lifetime.totals(now).items()} == expected
 
 
 # -- counters, gauges --------------------------------------------------------------------------
@@ -374,3 +418,23 @@ def test_annotations_refuse_a_range_they_cannot_read(client, db):
     assert response.status_code == 400
     assert "epoch milliseconds" in response.json()["error"]
     assert client.get("/metrics/alerts.json", {"from": 2000, "to": 1000}).status_code == 400
+
+
+def test_a_histogram_line_keeps_a_percent_sign_in_its_labels():
+    """Bucket lines come from one %-template per series: a label's '%' stays text."""
+    from dashboard.web.exposition import Exposition
+
+    out = Exposition()
+    size = prom_buckets.size_of("time_to_first_token")
+    counts = [0] * size
+    counts[3], counts[-1] = 2, 1
+    out.histogram("x", 'model="q4 %d 50%"', counts, 0.5, False)
+    lines = out.body().decode().splitlines()
+    assert len(lines) == size + 2
+    edges = prom_buckets.EDGES[False]
+    assert lines[0] == f'x_bucket{{model="q4 %d 50%",le="{edges[0]!r}"}} 0'
+    assert lines[3] == f'x_bucket{{model="q4 %d 50%",le="{edges[3]!r}"}} 2'
+    assert lines[size - 1] == 'x_bucket{model="q4 %d 50%",le="+Inf"} 3'
+    assert lines[-1] == 'x_count{model="q4 %d 50%"} 3'
+    with pytest.raises(ValueError):
+        out.histogram("x", 'a="b"', counts[:-1], 0.5, False)

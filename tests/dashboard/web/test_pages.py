@@ -108,6 +108,20 @@ def test_a_workload_no_probe_runs_says_to_add_a_probe_not_to_check_workers(clien
     assert "workload-not-probed" not in probed and "No runs in this window" in probed
 
 
+def test_a_model_whose_endpoints_need_keys_says_so_not_to_pick_a_longer_window(client, catalog):
+    oss = catalog["models"]["oss"]  # served only by a provider with no key yet
+    html = client.get(f"/models/{oss.slug}/").content.decode()
+    assert 'id="why-not-measured"' in html and "needs a key" in html
+    assert "longer window" not in html and "workers" not in html
+    endpoint = catalog["endpoints"]["oss"]
+    html = client.get(f"/endpoints/{endpoint.pk}/").content.decode()
+    assert 'id="why-not-measured"' in html and "longer window" not in html
+    # A measurable endpoint without runs in the window still gets the window advice.
+    sim = catalog["endpoints"]["sim"]
+    html = client.get(f"/endpoints/{sim.pk}/?window=1h").content.decode()
+    assert "why-not-measured" not in html and "longer window" in html
+
+
 def test_the_endpoint_page_has_history_charts_breakdown_and_recent_runs(client, history):
     endpoint = history["endpoints"]["fast"]
     response = client.get(f"/endpoints/{endpoint.pk}/?window=72h")

@@ -11,7 +11,6 @@ import pytest
 from django.db.models import Q
 from django.utils import timezone
 
-from dashboard import prom_buckets
 from dashboard.queries import aggregates
 from probes.models import ProbeRun
 from tests.conftest import ROOT
@@ -61,7 +60,8 @@ def app_median_seconds(endpoint) -> float:
 def test_promql_over_the_scraped_app_says_what_the_app_says(prometheus, history):
     """One Prometheus for several checks: starting it and waiting for scrapes is most of
     the time."""
-    # histogram_quantile per endpoint: the app's own median, within one bucket's width.
+    # histogram_quantile per endpoint: the app's own median within 10 % (the buckets are
+    # no wider than that from 20 ms to 10 s), for every endpoint.
     result = prometheus.query(
         "histogram_quantile(0.5, sum by (endpoint, le) "
         "(inferwatch_time_to_first_token_seconds_bucket))"
@@ -70,9 +70,8 @@ def test_promql_over_the_scraped_app_says_what_the_app_says(prometheus, history)
     assert len(quantiles) == len(history["endpoints"])
     for endpoint in history["endpoints"].values():
         median = app_median_seconds(endpoint)
-        upper = next(i for i, e in enumerate(prom_buckets.EDGES) if e >= median)
-        width = prom_buckets.EDGES[upper] - (prom_buckets.EDGES[upper - 1] if upper else 0)
-        assert abs(quantiles[endpoint.model_id] - median) <= width, endpoint.model_id
+        assert 0.02 <= median <= 10  # inside the span the fine buckets cover
+        assert quantiles[endpoint.model_id] == pytest.approx(median, rel=0.10), endpoint.model_id
 
     # sum by (provider) adds up series from both regions.
     result = prometheus.query("sum by (provider) (inferwatch_probe_runs_total)")

@@ -181,3 +181,9 @@ def test_prefill_speed_in_the_api_csv_run_page_and_methodology(client, measured)
     (listed,) = re.findall(r'id="prefill-workloads">(.*?)</span>', html, re.S)
     assert "<code>long-10k</code>" in listed and "<code>cached-10k</code>" in listed
     assert "chat-short" not in listed and "standard-1k" not in listed
+
+
+def test_the_cached_board_says_why_cost_saved_and_ttft_saved_differ(client, measured):
+    html = client.get("/?workload=cached-10k").content.decode()
+    assert 'id="cache-savings-note"' in html and "price list" in html
+    assert 'id="cache-savings-note"' not in client.get("/?workload=agent-loop").content.decode()
