@@ -166,17 +166,16 @@ def running() -> bool:
     return _pid == os.getpid() and any(c.alive() for c in _children)
 
 
-def _least_busy() -> _Child:
+def _least_busy(n: int = 1) -> list[_Child]:
+    """Up to `n` live children, the least busy first."""
     with _lock:
         live = [c for c in _children if c.alive()] if _pid == os.getpid() else []
-        if not live:
-            raise MeasurerGone("no measuring process is running")
-        return min(live, key=lambda c: c.streams)
+    if not live:
+        raise MeasurerGone("no measuring process is running")
+    return sorted(live, key=lambda c: c.streams)[:n]
 
 
-def _run(shape: str, payload: Any, streams: int, timeout_s: float) -> Any:
-    child = _least_busy()
-    future = child.submit(next(_ids), shape, payload, streams)
+def _wait(future: concurrent.futures.Future, timeout_s: float) -> Any:
     try:
         return future.result(timeout=timeout_s)
     except concurrent.futures.TimeoutError:
@@ -185,12 +184,24 @@ def _run(shape: str, payload: Any, streams: int, timeout_s: float) -> Any:
 
 def measure(req, timeout_s: float = 1500.0):
     """``client.measure(req)`` in a measuring process; MeasurerGone if none answers."""
-    return _run("one", req, 1, timeout_s)
+    (child,) = _least_busy()
+    return _wait(child.submit(next(_ids), "one", req, 1), timeout_s)
 
 
 def measure_all(reqs: list, timeout_s: float = 1500.0) -> list:
-    """``client.measure_all(reqs)`` in one measuring process (a group starts together)."""
-    return _run("all", reqs, len(reqs), timeout_s)
+    """``client.measure_all(reqs)``, the group shared among the measuring processes: each
+    starts its share at once (a wide sweep step is more than one loop reads on time)."""
+    children = _least_busy(len(reqs))
+    shares = [reqs[i :: len(children)] for i in range(len(children))]
+    futures = [
+        child.submit(next(_ids), "all", share, len(share))
+        for child, share in zip(children, shares, strict=True)
+    ]
+    answers = [_wait(future, timeout_s) for future in futures]
+    results: list = [None] * len(reqs)
+    for i, answer in enumerate(answers):
+        results[i :: len(children)] = answer
+    return results
 
 
 def stop(grace_s: float = 5.0) -> None:
