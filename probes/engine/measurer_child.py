@@ -50,14 +50,18 @@ def serve(inp: BinaryIO, out: BinaryIO) -> None:
         loop.call_soon_threadsafe(_finish)
 
     def _finish() -> None:
-        async def drain() -> None:
+        # Input closed: the worker stopped us after its tasks ended, or it died and
+        # nobody will read an answer. Streams still open are given up, not finished.
+        async def wind_down() -> None:
             others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in others:
+                task.cancel()
             if others:
-                await asyncio.wait(others)
+                await asyncio.wait(others, timeout=2.0)
             answers.put(None)
             loop.stop()
 
-        loop.create_task(drain())
+        loop.create_task(wind_down())
 
     def write() -> None:
         # Pickling and pipe writes happen here, never on the loop's turn.

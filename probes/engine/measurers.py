@@ -17,7 +17,8 @@ CLOCK_MONOTONIC is one clock for every process of the machine, so perf_counter s
 Frames on the pipes are a 4-byte length and a pickle, between the worker and children it
 started itself: a provider's bytes are parsed in the child and cross only as the
 RunResult's fields. A child ignores SIGINT/SIGTERM (the worker's warm shutdown decides
-when measuring ends) and exits when its input closes: when the worker stops it, or dies.
+when measuring ends) and exits when its input closes: when the worker stops it (its
+tasks have ended by then), or dies (nobody is left to read an answer).
 
 Without started children (prefork, a script, a process that could not start one), the
 callers keep measuring on the shared loop or a fresh loop, as before (client.py).
@@ -205,7 +206,8 @@ def measure_all(reqs: list, timeout_s: float = 1500.0) -> list:
 
 
 def stop(grace_s: float = 5.0) -> None:
-    """Close every child's input; each ends once its streams have (or after grace_s)."""
+    """Close every child's input: each gives up what it still streams and exits (killed
+    past grace_s). Called after the pool's tasks have ended."""
     with _lock:
         children, _children[:] = list(_children), []
     for child in children:
