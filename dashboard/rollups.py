@@ -28,7 +28,7 @@ from django.db import connection, transaction
 from dashboard import snapshots
 from dashboard.histogram import bucket_sql
 from dashboard.models import RollupWatermark, RunRollup
-from probes.engine.contract import ROLLUP_METRICS, SPEED_METRICS, USAGE_TOKEN_SOURCES
+from probes.engine.contract import ROLLUP_METRICS, USAGE_TOKEN_SOURCES, left_out_sql
 from probes.models import ProbeRun
 from probes.platform.timefloors import floor_day, floor_hour
 
@@ -44,13 +44,10 @@ Series = tuple[int, int, str]  # endpoint_id, workload_id, region
 
 _BUCKET_SQL = bucket_sql("m.v")
 
-# Speeds count only for runs long enough to rank on speed (the contract's rule, applied
-# when the run was recorded: short_output; and a workload's stopped_short).
+# A metric counts only the runs the contract lets it take (counts_for_metric): never a
+# client-bound run; speeds only of runs long enough to rank.
 _METRIC_COLUMNS = ", ".join(
-    f"CASE WHEN short_output OR stopped_short THEN NULL ELSE {m} END AS {m}"
-    if m in SPEED_METRICS
-    else m
-    for m in ROLLUP_METRICS
+    f"CASE WHEN {left_out_sql(m)} THEN NULL ELSE {m} END AS {m}" for m in ROLLUP_METRICS
 )
 # contract.approx_tokens, in SQL: ok runs whose counts are not the provider's usage.
 _USAGE_SOURCES = ", ".join(f"'{source}'" for source in USAGE_TOKEN_SOURCES)

@@ -345,6 +345,10 @@ CELERY_WORKER_POOL = env_str("WORKER_POOL", "threads")
 if CELERY_WORKER_POOL not in {"threads", "prefork"}:
     raise ImproperlyConfigured(f"WORKER_POOL={CELERY_WORKER_POOL!r} must be threads or prefork")
 CELERY_WORKER_CONCURRENCY = WORKER_MAX_CONCURRENT_PROBES
+# A threads-pool worker streams in measuring processes of their own, one per core by
+# default (probes/engine/measurers.py): its task threads never hold the interpreter that
+# stamps the bytes. 0: measure on the worker's own shared loop.
+WORKER_MEASURING_PROCESSES = env_int("WORKER_MEASURING_PROCESSES", os.cpu_count() or 1, minimum=0)
 DISPATCH_INTERVAL_S = env_int("DISPATCH_INTERVAL_S", 5, minimum=1)
 # The home page's workload (and the history pages' default).
 DEFAULT_WORKLOAD = env_str("DEFAULT_WORKLOAD", "standard-1k")

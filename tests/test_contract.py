@@ -30,7 +30,6 @@ CONTEXT_COLUMNS = {
     "role",  # single request, a request of a group, or the group's summary
     "group_summary",
     "started_at",
-    "client_bound",
     "price_input_per_m",
     "price_cached_input_per_m",
     "price_output_per_m",

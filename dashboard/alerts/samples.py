@@ -33,9 +33,10 @@ SEASON_DAYS = 7
 
 def usable_runs(metric: str) -> Q:
     """Runs that count for a per-run metric: failed runs never enter latency or speed
-    statistics, and short outputs are left out of speed (metrics.md). A run group's
+    statistics, nor do runs our client may have set (client_bound), and short outputs are
+    left out of speed (metrics.md; contract.counts_for_metric). A run group's
     requests ("step") do not count on their own: its summary row does, as in rollups."""
-    q = Q(status="ok", **{f"{metric}__isnull": False}) & ~Q(role="step")
+    q = Q(status="ok", client_bound=False, **{f"{metric}__isnull": False}) & ~Q(role="step")
     if metric in SPEED_METRICS:
         q &= Q(short_output=False, stopped_short=False)
     return q

@@ -32,7 +32,7 @@ from django.db.models.functions import Cast
 from dashboard import histogram
 from dashboard.definitions import PERCENTILES
 from dashboard.models import ROLLUP_METRICS, RunRollup, SnapshotBuild, WindowSnapshot
-from probes.engine.contract import SPEED_METRICS, answer_checked, approx_tokens
+from probes.engine.contract import answer_checked, approx_tokens, counts_for_metric
 from probes.models import ProbeRun, Workload
 from probes.platform.timefloors import floor_day, floor_hour
 
@@ -314,12 +314,12 @@ def with_raw_tail(
             "stopped_short",
             "token_source",
             "output_valid",
+            "client_bound",
             *metrics,
         )
     )
     for row in raw:
-        started, status, short, tokens, cost, stopped_short, source, valid = row[n : n + 8]
-        short = short or stopped_short  # neither ranks on speed
+        started, status, short, tokens, cost, stopped_short, source, valid, bound = row[n : n + 9]
         key = (tuple(row[:n]), bucket_of(started, bucket))
         agg = out.get(key) or out.setdefault(key, Agg())
         agg.runs += 1
@@ -334,10 +334,11 @@ def with_raw_tail(
         if answer_checked(status, valid):
             agg.checked_runs += 1
             agg.valid_runs += valid
-        for metric, value in zip(metrics, row[n + 8 :], strict=True):
-            if short and metric in SPEED_METRICS:
-                continue  # too short to rank on speed (the contract's rule)
-            agg.add_value(metric, value)
+        for metric, value in zip(metrics, row[n + 9 :], strict=True):
+            if counts_for_metric(
+                metric, client_bound=bound, short_output=short, stopped_short=stopped_short
+            ):
+                agg.add_value(metric, value)
     return out
 
 

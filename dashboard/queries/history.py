@@ -22,7 +22,7 @@ from dashboard.queries.aggregates import (
     collect,
     scope_of,
 )
-from probes.engine.contract import SPEED_METRICS
+from probes.engine.contract import counts_for_metric
 from probes.models import Endpoint, ProbeRun, Workload
 
 
@@ -67,12 +67,16 @@ def run_points(
         ProbeRun.objects.filter(scope, started_at__gte=start, started_at__lte=now, status="ok")
         .exclude(role="step")
         .order_by("started_at", "id")
-        .values_list("endpoint_id", "started_at", "short_output", "stopped_short", *metrics)
+        .values_list(
+            "endpoint_id", "started_at", "client_bound", "short_output", "stopped_short", *metrics
+        )
     )
     out: dict[int, dict[str, list[SeriesPoint]]] = defaultdict(lambda: defaultdict(list))
-    for endpoint_id, started, short, stopped_short, *values in rows:
+    for endpoint_id, started, bound, short, stopped_short, *values in rows:
         for metric, v in zip(metrics, values, strict=True):
-            if v is None or ((short or stopped_short) and metric in SPEED_METRICS):
+            if v is None or not counts_for_metric(
+                metric, client_bound=bound, short_output=short, stopped_short=stopped_short
+            ):
                 continue
             out[endpoint_id][metric].append(SeriesPoint(started, v, v, v, 1, v))
     return out

@@ -30,6 +30,7 @@ from dashboard import prom_buckets
 from dashboard.histogram import _FLOOR_LOG, _LOG_STEP, GAMMA, bucket_sql
 from dashboard.models import SnapshotBuild, WindowSnapshot
 from dashboard.queries.aggregates import LIFETIME, Plan, Series, lifetime_plan, memoised
+from probes.engine.contract import left_out_sql
 
 TOKEN_KINDS = ("input", "output", "cached", "reasoning")
 
@@ -124,9 +125,7 @@ SELECT * FROM probes_proberun
  WHERE started_at >= %(start)s AND started_at <= %(end)s AND role <> 'step'
 """
 _RAW_SOURCES = ", ".join(
-    f"('{h}', {inv}, "
-    + (f"CASE WHEN short_output OR stopped_short THEN NULL ELSE {m} END" if inv else m)
-    + ")"
+    f"('{h}', {inv}, " + f"CASE WHEN {left_out_sql(m)} THEN NULL ELSE {m} END" + ")"
     for h, inv, m in _SOURCES
 )
 _RAW_STORED = f"""

@@ -15,6 +15,7 @@ from datetime import datetime
 from django.db import connection
 
 from dashboard.queries.aggregates import ALL
+from probes.engine.contract import left_out_sql
 from probes.models import ProbeRun, Workload
 
 _SQL = """
@@ -23,7 +24,7 @@ SELECT endpoint_id, percentile_disc(0.5) WITHIN GROUP (ORDER BY output_tps)
  WHERE workload_id = %s AND endpoint_id = ANY(%s)
    AND started_at >= %s AND started_at <= %s
    AND role = 'step' AND request_index >= 1 AND status = 'ok'
-   AND output_tps IS NOT NULL AND NOT short_output AND NOT coalesce(stopped_short, false)
+   AND output_tps IS NOT NULL AND NOT {left_out}
    {region}
  GROUP BY endpoint_id
 """
@@ -40,7 +41,9 @@ def per_stream_speeds(
     if region != ALL:
         params.append(region)
     sql = _SQL.format(
-        table=ProbeRun._meta.db_table, region="AND region = %s" if region != ALL else ""
+        table=ProbeRun._meta.db_table,
+        region="AND region = %s" if region != ALL else "",
+        left_out=left_out_sql("output_tps"),
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, params)

@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 import redis
 from django.conf import settings
 from django.db import DatabaseError, connection
-from django.db.models import Count
+from django.db.models import Count, Max, Q
 from django.utils import timezone
 
 from dashboard.devstack.runstate import running_state
@@ -332,6 +332,46 @@ def check_read_path(now: datetime) -> Check:
     )
 
 
+LOOP_LAG_WINDOW_MIN = 15
+# A worker whose measuring loop set more than this share of its recent runs is warned of.
+LOOP_LAG_WARN_SHARE = 0.05
+
+
+def check_loop_lag(now: datetime) -> Check:
+    """Workers whose measuring loop was late enough to set runs' figures (client_bound:
+    probes/engine/loop_lag.py): we, not the provider, were the bottleneck."""
+    since = now - timedelta(minutes=LOOP_LAG_WINDOW_MIN)
+    try:
+        rows = list(
+            ProbeRun.objects.filter(started_at__gte=since, loop_lag_first_ms__isnull=False)
+            .values("worker")
+            .annotate(
+                runs=Count("id"),
+                client_bound=Count("id", filter=Q(client_bound=True)),
+                worst_lag_ms=Max("loop_lag_max_ms"),
+            )
+            .order_by("worker")
+        )
+    except DatabaseError as exc:
+        connection.close()
+        return Check("measuring loop", FAIL, f"Unknown: runs cannot be read: {first_line(exc)}")
+    lagging = [r for r in rows if r["client_bound"] > LOOP_LAG_WARN_SHARE * r["runs"]]
+    if lagging:
+        return Check(
+            "measuring loop",
+            WARN,
+            f"Over {LOOP_LAG_WARN_SHARE:.0%} of a worker's runs in the last "
+            f"{LOOP_LAG_WINDOW_MIN} min were client-bound (its measuring loop lagged): they "
+            "are left out of the statistics; give the worker fewer probes or more cores:",
+            lagging,
+        )
+    return Check(
+        "measuring loop",
+        OK,
+        f"No worker's measuring loop lagged in the last {LOOP_LAG_WINDOW_MIN} min.",
+    )
+
+
 def run_checks() -> list[Check]:
     now = timezone.now()
     client = redis_client(timeout_s=1.0)
@@ -356,11 +396,12 @@ def run_checks() -> list[Check]:
             check_capacity(),
             check_provider_keys(),
             check_read_path(now),
+            check_loop_lag(now),
         ]
     else:
         checks += [
             Check(name, FAIL, "Unknown: Postgres is unreachable.")
-            for name in ("slots", "capacity", "keys", "read path")
+            for name in ("slots", "capacity", "keys", "read path", "measuring loop")
         ]
     client.close()
     if (restarts := check_restarts(now)) is not None:

@@ -32,6 +32,8 @@ from . import (
     door,
     fastread,
     http_errors,
+    loop_lag,
+    measurers,
     sanitize,
     start_gate,
     telemetry,
@@ -157,6 +159,7 @@ class _Measurement:
         self.read_path: str | None = None  # "transport" (fastread) or "aiter_raw"
         self.warmup_error: str | None = None  # why the warm-up GET was given up
         self.tokenize_error: str | None = None
+        self.lag: loop_lag.Lag | None = None  # how late our loop was while reading
 
     # httpx/httpcore call this at each connection and request phase.
     async def _trace(self, name: str, info: dict[str, Any]) -> None:
@@ -273,6 +276,7 @@ class _Measurement:
         self.t0 = t0 = perf_counter_ns()
         self.result.t0_ns = t0
         self._arm_watchdog(task, t0)
+        lag = loop_lag.watch(self.rec)
         try:
             async with client.stream(
                 "POST", url, content=body, headers=headers, extensions={"trace": self._trace}
@@ -297,6 +301,7 @@ class _Measurement:
         finally:
             if self._watchdog is not None:
                 self._watchdog.cancel()
+            self.lag = lag.close()
         if self.t_end is None:
             self.t_end = perf_counter_ns()
         self._cpu_ms = round((time.process_time() - self._cpu0) * 1e3, 3)
@@ -457,6 +462,7 @@ class _Measurement:
             )
         except Exception as exc:  # provider values no rule foresaw: the run still ends
             rec.protocol_error = rec.protocol_error or _unreadable(exc)
+        self._judge_client(rec)
         if result.stream is not None:
             if self.tokenize_error is not None:
                 result.stream["tokenize_error"] = self.tokenize_error
@@ -485,6 +491,18 @@ class _Measurement:
             if value is not None:
                 setattr(result, name, http_errors.redact_object(value, known))
         sanitize.sanitize_result(result)
+
+    def _judge_client(self, rec: StreamRecorder) -> None:
+        """Record our loop's lag and whether it could have moved the run's figures."""
+        lag, result = self.lag, self.result
+        if lag is None:
+            return
+        result.loop_lag_first_ms = lag.first_ms
+        result.loop_lag_max_ms = lag.max_ms
+        decode_ms = None
+        if rec.first_output_t is not None and rec.last_output_t is not None:
+            decode_ms = (rec.last_output_t - rec.first_output_t) / 1e6
+        result.client_bound = loop_lag.client_bound(lag, decode_ms)
 
     def _status(self) -> tuple[str, str | None]:
         rec = self.rec
@@ -542,13 +560,23 @@ async def measure_all(reqs: list[ProbeRequest]) -> list[RunResult]:
 
 
 def measure_sync(req: ProbeRequest) -> RunResult:
-    """``measure`` on a fresh event loop (safe in a Celery prefork worker or a script).
-
-    Called from inside a running loop, it runs on a helper thread with its own loop.
+    """``measure`` from synchronous code: in a measuring process when the worker started
+    some (measurers.py), else on the shared loop or a fresh event loop (safe in a Celery
+    prefork worker or a script; from inside a running loop, on a helper thread).
     """
+    if measurers.running():
+        try:
+            return measurers.measure(req)
+        except measurers.MeasurerGone:
+            pass  # the child died mid-run: measure again here rather than lose the slot
     return bounded.run_sync(lambda: measure(req))
 
 
 def measure_all_sync(reqs: list[ProbeRequest]) -> list[RunResult]:
-    """``measure_all`` on a fresh event loop, like ``measure_sync``."""
+    """``measure_all`` from synchronous code, like ``measure_sync``."""
+    if reqs and measurers.running():
+        try:
+            return measurers.measure_all(reqs)
+        except measurers.MeasurerGone:
+            pass
     return bounded.run_sync(lambda: measure_all(reqs))

@@ -436,6 +436,25 @@ _OUTCOME = (
         "Empty when no stream was read.",
         TEXT,
     ),
+    RunField(
+        "loop_lag_first_ms",
+        "ms",
+        None,
+        "How late our measuring loop was around the first output event (a 1 ms ticker's "
+        "lag): the most the TTFT stamp may be late by.",
+    ),
+    RunField("loop_lag_max_ms", "ms", None, "Our measuring loop's worst lag during the read."),
+    RunField(
+        "client_bound",
+        "",
+        None,
+        "Our client, not the provider, may have set the figures: the loop's lag at the "
+        "first output event is over 5 ms, or both ends' lags together are over 2 % of the "
+        "output span (lags within the ticker's 1 ms excepted), or the speed is near the "
+        "worker's own measured ceiling (its calibration). Left out of every statistic and "
+        "alert, like an unusable run.",
+        FLAG,
+    ),
 )
 
 # Kept with the run for inspection, not shown as columns.
@@ -539,3 +558,21 @@ ROLLUP_METRICS: tuple[str, ...] = (
 )
 # Of those, the speeds: only runs that count for speed (not short_output) enter them.
 SPEED_METRICS: tuple[str, ...] = tuple(m for m in ROLLUP_METRICS if RUN_FIELDS[m].speed)
+
+
+# Which ok runs a metric's statistics take, written once for Python and for SQL: never a
+# run our own client may have set (client_bound); for a speed, only runs long enough to
+# rank (short_output, and a workload's stopped_short).
+def counts_for_metric(
+    metric: str, *, client_bound: bool, short_output: bool, stopped_short: bool | None
+) -> bool:
+    if client_bound:
+        return False
+    return metric not in SPEED_METRICS or not (short_output or stopped_short)
+
+
+def left_out_sql(metric: str) -> str:
+    """`counts_for_metric` negated, as SQL over probes_proberun's columns."""
+    if metric in SPEED_METRICS:
+        return "(client_bound OR short_output OR coalesce(stopped_short, false))"
+    return "client_bound"

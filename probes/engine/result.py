@@ -53,6 +53,11 @@ class RunResult:
     tokens_per_event: float | None = None
     short_output: bool | None = None
     read_path: str | None = None  # "transport" (fastread.py) or "aiter_raw" (fallback)
+    # Our measuring loop's lateness while reading (loop_lag.py); client_bound: it could
+    # have moved the TTFT or speed past the methodology's bounds (left out of statistics).
+    loop_lag_first_ms: float | None = None
+    loop_lag_max_ms: float | None = None
+    client_bound: bool | None = None
     first_sentence_ms: float | None = None  # t0 -> the answer's first sentence end
     tool_call_ms: float | None = None  # t0 -> the last tool-call delta (the call complete)
     tool_calls: list[dict[str, str]] | None = None  # [{"name", "arguments"}] as streamed

@@ -91,6 +91,8 @@ class ProbeRun(models.Model):
     short_output = models.BooleanField(default=False)
     # How the engine read the body (probes/engine/fastread.py): "transport" or "aiter_raw".
     read_path = models.CharField(max_length=12, blank=True)
+    loop_lag_first_ms = models.FloatField(null=True, blank=True)
+    loop_lag_max_ms = models.FloatField(null=True, blank=True)
     stopped_short = models.BooleanField(
         default=False, help_text="Far below the workload's target length: not ranked on speed."
     )
@@ -104,7 +106,9 @@ class ProbeRun(models.Model):
     output_valid = models.BooleanField(null=True, blank=True)
     check_detail = models.CharField(max_length=300, blank=True)
     client_bound = models.BooleanField(
-        default=False, help_text="Speed near this worker's own measured ceiling."
+        default=False,
+        help_text="Our client may have set the figures: its measuring loop was late "
+        "(loop_lag_*), or the speed is near this worker's own measured ceiling.",
     )
 
     cost_usd = models.DecimalField(max_digits=14, decimal_places=8, null=True, blank=True)

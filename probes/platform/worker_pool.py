@@ -1,5 +1,7 @@
-"""Many probes per worker process: Celery's threads pool runs the task bodies, one event
-loop per process runs every measurement (probes/engine/shared_loop.py).
+"""Many probes per worker process: Celery's threads pool runs the task bodies; the
+streams are read in measuring processes beside it (probes/engine/measurers.py, one per
+core), or where none can start, on one event loop of the worker's own
+(probes/engine/shared_loop.py; tokenize calls and side requests always run there).
 
 A task thread does what a slot needs besides measuring (the ledger, the caps, recording,
 all Django) and blocks on its measurement's future while the loop streams it beside the
@@ -20,7 +22,7 @@ from celery.concurrency import get_implementation
 from celery.concurrency.thread import TaskPool as ThreadsPool
 from celery.signals import worker_init, worker_shutdown
 
-from probes.engine import shared_loop
+from probes.engine import measurers, shared_loop
 
 log = logging.getLogger(__name__)
 
@@ -34,13 +36,28 @@ def uses_threads(pool_cls) -> bool:
 
 
 def _start_loop(sender, **kwargs) -> None:
-    if uses_threads(sender.pool_cls):
-        shared_loop.start()
+    if not uses_threads(sender.pool_cls):
+        return
+    from django.conf import settings
+
+    shared_loop.start()
+    wanted = settings.WORKER_MEASURING_PROCESSES
+    started = measurers.start(wanted) if wanted else 0
+    if started:
+        log.info(
+            "Measuring in %s process(es) of their own for up to %s probes at once",
+            started,
+            sender.concurrency,
+        )
+    else:
+        if wanted:
+            log.warning("No measuring process could start: measuring on the worker's loop")
         log.info("Measuring on one event loop for up to %s probes at once", sender.concurrency)
 
 
 def _stop_loop(sender, **kwargs) -> None:
     # Sent after the pool stopped: a warm shutdown has let its tasks end already.
+    measurers.stop()
     shared_loop.stop()
 
 

@@ -130,7 +130,10 @@ def latest_calibration(worker: str) -> WorkerCalibration | None:
 
 
 def is_client_bound(result: RunResult, calibration: WorkerCalibration | None) -> bool:
-    """Was this run near the worker's own measured ceiling (so maybe our limit, not theirs)?"""
+    """Could our client have set this run's figures? Its measuring loop was late
+    (engine/loop_lag.py), or its speed was near the worker's own measured ceiling."""
+    if result.client_bound:
+        return True
     if result.output_tps is None or calibration is None:
         return False
     margin = settings.CLIENT_BOUND_MARGIN

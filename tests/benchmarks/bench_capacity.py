@@ -2,6 +2,7 @@
 
     .venv/bin/python tests/benchmarks/bench_capacity.py --quick --json   # ~9 minutes in all
     .venv/bin/python tests/benchmarks/bench_capacity.py --minutes 10     # per pool
+    .venv/bin/python tests/benchmarks/bench_capacity.py --quick --pools threads
 
 Real beat, a real worker, real Redis and Postgres, the project's simulator (a child
 process, real sockets) serving 100 endpoints x 10 workloads: 1,000 probes every 300 s,
@@ -12,7 +13,13 @@ machine has two cores):
 - steady: the 1,000 probes for N minutes, phases spread evenly over their interval (the
   spreading the planner does; here by hand so this measures the worker alone);
 - burst: 64 probes due at the same second, 16 streams at 2,100 tok/s and 48 at 150
-  tok/s, to measure memory per probe in flight and accuracy under that load.
+  tok/s, to measure memory per probe in flight and accuracy under that load;
+- sweep: one concurrency-sweep slot whose only step is 64 streams at 2,100 tok/s started
+  together (~134,000 events/s), the accuracy of a wide group at the machine's limit.
+
+Every slot the plan puts in the steady window is exactly one of done, skipped (by
+reason), lost, still open or never dispatched: the table's "accounted" row says whether
+they add up to the slots due.
 
 Accuracy is against the simulator's own send times (x_simulator in each stream's usage):
 tok/s within 2 %, TTFT within 5 ms of the simulator's first send. Own database
@@ -55,6 +62,7 @@ FLAKY = range(10, 20)  # endpoints failing 10 % of requests
 FAST = range(20, 40)  # 2,100 tok/s; the others 150 tok/s
 WORKLOAD_TOKENS = (64, 96, 128, 192, 256, 384, 512, 640, 768, 1024)
 BURST_FAST, BURST_SLOW = 16, 48
+SWEEP_STREAMS, SWEEP_TOKENS = 64, 20000  # ~9.5 s each at 2,100 tok/s
 # Prefork as shipped before the threads pool: WORKER_MAX_CONCURRENT_PROBES defaulted to 4.
 BASELINE_CONCURRENCY = 4
 
@@ -109,7 +117,7 @@ def _endpoint(provider, model_id: str):
     return endpoint
 
 
-def _workload(slug: str, max_tokens: int):
+def _workload(slug: str, max_tokens: int, **extra):
     from probes.models import Workload
 
     workload, _ = Workload.objects.update_or_create(
@@ -119,18 +127,21 @@ def _workload(slug: str, max_tokens: int):
             "material": "fixed",
             "messages": [{"role": "user", "content": "Count."}],
             "max_tokens": max_tokens,
+            **extra,
         },
     )
     return workload
 
 
 def build_fleet(base_url: str) -> tuple[list, list]:
-    """(the 1,000 steady probes, the 64 burst probes), parked a day ahead."""
+    """(the 1,000 steady probes, the 64 burst probes, the sweep probe), parked a day ahead."""
     from probes.models import Probe
 
     parked = datetime.now(UTC) + timedelta(days=1)
     # An earlier run's probes (another fleet, or one interrupted mid-phase) stay quiet.
-    Probe.objects.filter(endpoint__provider__slug__startswith=PREFIX).update(next_run_at=parked)
+    Probe.objects.filter(endpoint__provider__slug__startswith=PREFIX).update(
+        next_run_at=parked, last_dispatched_at=None
+    )
     workloads = [_workload(f"{PREFIX}-{n}", n) for n in WORKLOAD_TOKENS]
     steady = []
     for i in range(ENDPOINTS):
@@ -160,7 +171,29 @@ def build_fleet(base_url: str) -> tuple[list, list]:
             defaults={"interval_s": 3600, "jitter_s": 0, "next_run_at": parked},
         )
         burst.append(probe)
-    return steady, burst
+    return steady, burst, [_sweep_probe(base_url, parked)]
+
+
+def _sweep_probe(base_url: str, parked: datetime):
+    """One sweep whose only step is SWEEP_STREAMS streams at 2,100 tok/s at once."""
+    from probes.models import Probe
+
+    provider = _provider(f"{PREFIX}-sweep", base_url, SWEEP_STREAMS)
+    endpoint = _endpoint(provider, "bench@tps=2100,ttft=80,seed=sweep")
+    workload = _workload(
+        f"{PREFIX}-sweep-{SWEEP_STREAMS}",
+        SWEEP_TOKENS,
+        kind="sweep",
+        requests=SWEEP_STREAMS,
+        params={"ladder": [SWEEP_STREAMS]},
+    )
+    probe, _ = Probe.objects.update_or_create(
+        endpoint=endpoint,
+        workload=workload,
+        region="bench",
+        defaults={"interval_s": 3600, "jitter_s": 0, "next_run_at": parked},
+    )
+    return probe
 
 
 def reset(probes) -> None:
@@ -183,14 +216,17 @@ def schedule(probes, start: datetime, spread_s: float) -> None:
     for i, probe in enumerate(probes):
         place = (i % per_endpoint) * (n // per_endpoint) + i // per_endpoint
         probe.next_run_at = start + timedelta(seconds=spread_s * place / n)
-    Probe.objects.bulk_update(probes, ["next_run_at"], batch_size=500)
+        # A slot dispatched in an earlier phase would make due_at() count an interval
+        # from it: an old slot, skipped as missed, outside the plan (and the accounting).
+        probe.last_dispatched_at = None
+    Probe.objects.bulk_update(probes, ["next_run_at", "last_dispatched_at"], batch_size=500)
 
 
 def park(probes) -> None:
     from probes.models import Probe
 
     Probe.objects.filter(pk__in=[p.pk for p in probes]).update(
-        next_run_at=datetime.now(UTC) + timedelta(days=1)
+        next_run_at=datetime.now(UTC) + timedelta(days=1), last_dispatched_at=None
     )
 
 
@@ -288,7 +324,7 @@ def _truth(run) -> tuple[float, float] | None:
 def accuracy(runs, min_span_s: float = 0.0) -> dict:
     """Shares of ok runs within 2 % of the true tok/s and 5 ms of the true TTFT; only
     streams of at least `min_span_s` (2 % of a 15 ms stream is a scheduler hiccup)."""
-    tps_ok = ttft_ok = n = 0
+    tps_ok = ttft_ok = n = bound = 0
     for run in runs:
         truth = _truth(run)
         if run.status != "ok" or truth is None or not run.output_tps or run.ttft_ms is None:
@@ -297,12 +333,14 @@ def accuracy(runs, min_span_s: float = 0.0) -> dict:
             continue
         true_ttft, true_tps = truth
         n += 1
+        bound += run.client_bound
         tps_ok += abs(run.output_tps / true_tps - 1) <= 0.02
         ttft_ok += abs(run.ttft_ms - true_ttft) <= 5.0
     return {
         "measured": n,
         "within_2pct_share": round(tps_ok / n, 4) if n else None,
         "ttft_within_5ms_share": round(ttft_ok / n, 4) if n else None,
+        "flagged_client_bound": bound,
     }
 
 
@@ -323,34 +361,66 @@ def _reason(text: str) -> str:
     return (text.split(":", 1)[0] or "unstated")[:60]
 
 
-def figures(steady, burst, start_at: datetime, end_at: datetime, pss: float) -> dict:
-    from probes.models import DispatchedSlot, ProbeRun
+def account(steady, start_at: datetime, end_at: datetime) -> dict:
+    """Every slot the plan put in [start_at, end_at], by what became of it: done, skipped
+    (by reason), lost, still open, never dispatched; and any ledger row outside the plan."""
+    from probes.models import DispatchedSlot
+
+    interval = timedelta(seconds=INTERVAL_S)
+    planned = set()
+    for probe in steady:
+        slot = probe.next_run_at  # as schedule() set it: the probe's first slot
+        while slot <= end_at:
+            planned.add((probe.pk, slot))
+            slot += interval
+    rows = DispatchedSlot.objects.filter(
+        probe_id__in=[p.pk for p in steady], slot_at__gte=start_at, slot_at__lte=end_at
+    ).values_list("probe_id", "slot_at", "state", "reason")
+    seen: dict[tuple[int, datetime], tuple[str, str]] = {
+        (probe_id, slot_at): (state, reason) for probe_id, slot_at, state, reason in rows
+    }
+    states: Counter = Counter()
+    skipped: Counter = Counter()
+    for key in planned:
+        state, reason = seen.get(key, ("never dispatched", ""))
+        states[state] += 1
+        if state == "skipped":
+            skipped[_reason(reason)] += 1
+    done, lost = states.get("done", 0), states.get("lost", 0)
+    still_open = sum(states.get(s, 0) for s in ("queued", "started", "retried"))
+    never = states.get("never dispatched", 0)
+    total_skipped = sum(skipped.values())
+    return {
+        "slots_due": len(planned),
+        "done": done,
+        "skipped": dict(skipped),
+        "lost": lost,
+        "open_at_end": still_open,
+        "not_dispatched": never,
+        "outside_plan": len(set(seen) - planned),
+        "accounted": (
+            f"{len(planned)} = {done} + {total_skipped} + {lost}"
+            + (f" (+ {still_open} open + {never} never dispatched)" if still_open or never else "")
+            + ("" if len(planned) == done + total_skipped + lost + still_open + never else " ✗")
+        ),
+    }
+
+
+def figures(steady, burst, sweep, start_at: datetime, end_at: datetime, pss: float) -> dict:
+    from probes.models import ProbeRun
 
     steady_ids = [p.pk for p in steady]
-    # Every slot the plan put in the window is due, dispatched or not.
-    offsets = [INTERVAL_S * place / len(steady) for place in range(len(steady))]
-    window_s = (end_at - start_at).total_seconds()
-    due = sum(int((window_s - off) // INTERVAL_S) + 1 for off in offsets if off <= window_s)
-    slots = DispatchedSlot.objects.filter(probe_id__in=steady_ids, slot_at__lte=end_at)
-    states = Counter(slots.values_list("state", flat=True))
-    skipped = Counter(
-        _reason(r) for r in slots.filter(state="skipped").values_list("reason", flat=True)
-    )
     runs = list(ProbeRun.objects.filter(probe_id__in=steady_ids, request_index=0))
     lags = sorted((r.started_at - r.slot_at).total_seconds() for r in runs if r.slot_at)
     burst_runs = list(ProbeRun.objects.filter(probe_id__in=[p.pk for p in burst]))
+    sweep_runs = list(ProbeRun.objects.filter(probe_id__in=[p.pk for p in sweep], role="step"))
     honest = [r for r in runs if "errors=" not in r.endpoint.model_id]
     peak = max(most_at_once(runs), most_at_once(burst_runs))
     burst_peak = most_at_once(burst_runs)
     burst_accuracy = accuracy(burst_runs)
     return {
         "probes": len(steady),
-        "slots_due": due,
-        "done": states.get("done", 0),
-        "skipped": dict(skipped),
-        "lost": states.get("lost", 0),
-        "open_at_end": sum(states.get(s, 0) for s in ("queued", "started", "retried")),
-        "not_dispatched": max(0, due - sum(states.values())),
+        **account(steady, start_at, end_at),
         "start_lag_p50_s": round(statistics.median(lags), 3) if lags else None,
         "start_lag_p95_s": round(lags[int(0.95 * (len(lags) - 1))], 3) if lags else None,
         "in_flight_peak": peak,
@@ -358,7 +428,13 @@ def figures(steady, burst, start_at: datetime, end_at: datetime, pss: float) -> 
         "within_2pct_share": burst_accuracy["within_2pct_share"],
         "ttft_within_5ms_share": burst_accuracy["ttft_within_5ms_share"],
         "burst": {"in_flight_peak": burst_peak, "runs": len(burst_runs), **burst_accuracy},
+        "sweep": {
+            "in_flight_peak": most_at_once(sweep_runs),
+            "runs": len(sweep_runs),
+            **accuracy(sweep_runs),
+        },
         "steady_accuracy": accuracy(honest, min_span_s=1.0),
+        "client_bound": sum(r.client_bound for r in [*runs, *burst_runs, *sweep_runs]),
         "worker_pss_mb": round(pss, 1),
         "pss_mb_per_probe": round(pss / burst_peak, 1) if burst_peak else None,
     }
@@ -367,13 +443,13 @@ def figures(steady, burst, start_at: datetime, end_at: datetime, pss: float) -> 
 # -- one pool ---------------------------------------------------------------------------
 
 
-def measure_pool(pool: str, concurrency: int, steady, burst, minutes: float) -> dict:
+def measure_pool(pool: str, concurrency: int, steady, burst, sweep, minutes: float) -> dict:
     from django.db import connection
 
     from probes.models import ProbeRun
 
     print(f"\n{pool} pool, concurrency {concurrency}: {len(steady)} probes for {minutes:g} min")
-    reset([*steady, *burst])
+    reset([*steady, *burst, *sweep])
     env = {"WORKER_POOL": pool, "WORKER_MAX_CONCURRENT_PROBES": str(concurrency)}
     worker = start(
         f"worker_{pool}",
@@ -402,11 +478,21 @@ def measure_pool(pool: str, concurrency: int, steady, burst, minutes: float) -> 
             lambda: ProbeRun.objects.filter(probe_id__in=ids).count() >= len(ids),
         )
         park(burst)
+        time.sleep(5)
+        # Sweep: one slot, its one step SWEEP_STREAMS streams started together.
+        schedule(sweep, datetime.now(UTC), 0)
+        ids = [p.pk for p in sweep]
+        watch(
+            worker,
+            time.monotonic() + 90,
+            lambda: ProbeRun.objects.filter(probe_id__in=ids, role="group").exists(),
+        )
+        park(sweep)
     finally:
         if beat is not None:
             stop(beat, 10)
         stop(worker)
-    return figures(steady, burst, start_at, end_at, pss)
+    return figures(steady, burst, sweep, start_at, end_at, pss)
 
 
 ROWS = [
@@ -417,22 +503,30 @@ ROWS = [
     ("lost", "lost"),
     ("open_at_end", "still open at the end"),
     ("not_dispatched", "never dispatched"),
+    ("outside_plan", "ledger rows outside the plan"),
+    ("accounted", "due = done + skipped + lost"),
     ("start_lag_p50_s", "start lag p50 (s)"),
     ("start_lag_p95_s", "start lag p95 (s)"),
     ("in_flight_peak", "probes in flight, peak"),
     ("burst", "burst of 64 due at once"),
     ("within_2pct_share", "burst: tok/s within 2 %"),
     ("ttft_within_5ms_share", "burst: TTFT within 5 ms"),
+    ("sweep", f"sweep step: {SWEEP_STREAMS} × 2,100 tok/s at once"),
     ("steady_accuracy", "steady, streams ≥ 1 s"),
+    ("client_bound", "runs flagged client_bound"),
     ("worker_pss_mb", "worker PSS at the burst (MB)"),
     ("pss_mb_per_probe", "PSS per probe in flight (MB)"),
 ]
 
 
-def table(threads: dict, prefork: dict) -> str:
+def table(pools: dict[str, dict]) -> str:
     def cell(value) -> str:
-        if isinstance(value, dict) and "in_flight_peak" in value:
-            return f"{value['in_flight_peak']} at once, {value['runs']} runs"
+        if isinstance(value, dict) and "in_flight_peak" in value and "measured" in value:
+            return (
+                f"{value['in_flight_peak']} at once, {value['runs']} runs: tok/s within 2 % "
+                f"{value['within_2pct_share']}, TTFT within 5 ms "
+                f"{value['ttft_within_5ms_share']}, client-bound {value['flagged_client_bound']}"
+            )
         if isinstance(value, dict) and "measured" in value:
             return (
                 f"{value['measured']} runs: tok/s within 2 % {value['within_2pct_share']}, "
@@ -442,10 +536,14 @@ def table(threads: dict, prefork: dict) -> str:
             return ", ".join(f"{k}: {v}" for k, v in value.items()) or "0"
         return str(value)
 
-    lines = [f"| | threads (one event loop) | prefork ×{BASELINE_CONCURRENCY} (baseline) |"]
-    lines.append("|---|---|---|")
+    heads = {
+        "threads": "threads (measuring processes)",
+        "prefork": f"prefork ×{BASELINE_CONCURRENCY} (baseline)",
+    }
+    lines = ["| | " + " | ".join(heads[p] for p in pools) + " |"]
+    lines.append("|---" * (len(pools) + 1) + "|")
     for key, label in ROWS:
-        lines.append(f"| {label} | {cell(threads[key])} | {cell(prefork[key])} |")
+        lines.append(f"| {label} | " + " | ".join(cell(f[key]) for f in pools.values()) + " |")
     return "\n".join(lines)
 
 
@@ -455,6 +553,9 @@ def main() -> None:
     parser.add_argument("--minutes", type=float, default=10.0, help="steady phase, per pool")
     parser.add_argument("--concurrency", type=int, default=64, help="the threads pool's size")
     parser.add_argument("--json", action="store_true", help="one JSON object last")
+    parser.add_argument(
+        "--pools", default="threads,prefork", help="which pools to run, in order (comma list)"
+    )
     args = parser.parse_args()
     minutes = 2.5 if args.quick else args.minutes
 
@@ -467,16 +568,23 @@ def main() -> None:
     from probes.simulator import start_in_process
 
     call_command("migrate", verbosity=0)
+    sizes = {"threads": args.concurrency, "prefork": BASELINE_CONCURRENCY}
+    chosen = [p.strip() for p in args.pools.split(",") if p.strip()]
+    if not chosen or set(chosen) - set(sizes):
+        raise SystemExit("--pools: threads, prefork or both (comma-separated)")
+    results: dict[str, dict] = {}
     with start_in_process() as sim:
-        steady, burst = build_fleet(sim.base_url)
-        threads = measure_pool("threads", args.concurrency, steady, burst, minutes)
-        prefork = measure_pool("prefork", BASELINE_CONCURRENCY, steady, burst, minutes)
+        steady, burst, sweep = build_fleet(sim.base_url)
+        for pool in chosen:
+            results[pool] = measure_pool(pool, sizes[pool], steady, burst, sweep, minutes)
     print()
-    print(table(threads, prefork))
+    print(table(results))
     if args.json:
-        print(json.dumps({**threads, "pool": "threads", "concurrency": args.concurrency,
-                          "minutes": minutes, "baseline": {**prefork, "pool": "prefork",
-                          "concurrency": BASELINE_CONCURRENCY}}))  # fmt: skip
+        first, *others = chosen
+        out = {**results[first], "pool": first, "concurrency": sizes[first], "minutes": minutes}
+        for pool in others:
+            out["baseline"] = {**results[pool], "pool": pool, "concurrency": sizes[pool]}
+        print(json.dumps(out))
 
 
 if __name__ == "__main__":

@@ -4,8 +4,10 @@ the simulator over real sockets."""
 
 from __future__ import annotations
 
+import os
 import signal
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -65,7 +67,12 @@ def test_one_worker_process_carries_32_streams_at_once_each_slot_recorded_once(
     assert sorted(r.probe_id for r in runs) == sorted(p.pk for p in probes)  # one per slot
     assert {r.status for r in runs} == {"ok"}, [r.error for r in runs if r.status != "ok"]
     assert {r.worker for r in runs} == {worker.name}
-    assert worker.children() == []  # one process: no pool process per probe
+    # One process for the task bodies, and beside it its measuring processes (one per
+    # core): no pool process per probe.
+    children = worker.children()
+    assert 1 <= len(children) <= (os.cpu_count() or 1)
+    for pid in children:
+        assert b"probes.engine.measurer_child" in Path(f"/proc/{pid}/cmdline").read_bytes()
     assert most_at_once(runs) == 32
     assert wait_for(
         lambda: set(DispatchedSlot.objects.values_list("state", flat=True)) == {"done"}, 10

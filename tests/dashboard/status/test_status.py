@@ -48,6 +48,7 @@ def test_it_reports_database_and_redis_up_but_no_worker_or_beat_yet(client, redi
         "capacity": "ok",
         "keys": "ok",
         "read path": "ok",
+        "measuring loop": "ok",
     }
     assert response.json()["status"] == "fail"
 

@@ -1,0 +1,95 @@
+"""A measuring process's side (measurers.py starts it): read requests from stdin, measure
+each on this process's one event loop, answer on the pipe stdout was.
+
+Three threads, one of which works: the loop. The reader unpickles requests and hands
+them to the loop; the writer pickles answers and writes them, so neither pipe ever
+holds the loop's turn while a stream's bytes wait to be stamped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import pickle
+import queue
+import signal
+import sys
+import threading
+from typing import Any, BinaryIO
+
+from . import egress, tokens
+from .client import measure as measure_one
+from .client import measure_all as measure_group
+from .measurers import read_frame, write_frame
+
+
+def serve(inp: BinaryIO, out: BinaryIO) -> None:
+    """Measure each request read from `inp` on this process's one loop; answer on `out`."""
+    tokens.encoding()  # loaded before the first request, never inside anyone's stream
+    loop = asyncio.new_event_loop()
+    answers: queue.SimpleQueue = queue.SimpleQueue()
+    policy: list[Any] = [None]
+
+    async def job(job_id: int, shape: str, wanted: Any, payload: Any) -> None:
+        if wanted != policy[0]:
+            egress.configure(*wanted)
+            policy[0] = wanted
+        try:
+            value = await (measure_group(payload) if shape == "all" else measure_one(payload))
+            answers.put((job_id, True, value))
+        except BaseException as exc:  # the worker decides what a failed measurement means
+            answers.put((job_id, False, f"{type(exc).__name__}: {exc}"))
+
+    def read() -> None:
+        try:
+            while True:
+                job_id, shape, wanted, payload = read_frame(inp)
+                loop.call_soon_threadsafe(loop.create_task, job(job_id, shape, wanted, payload))
+        except (EOFError, OSError, ValueError, pickle.UnpicklingError):
+            pass
+        loop.call_soon_threadsafe(_finish)
+
+    def _finish() -> None:
+        # Input closed: the worker stopped us after its tasks ended, or it died and
+        # nobody will read an answer. Streams still open are given up, not finished.
+        async def wind_down() -> None:
+            others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in others:
+                task.cancel()
+            if others:
+                await asyncio.wait(others, timeout=2.0)
+            answers.put(None)
+            loop.stop()
+
+        loop.create_task(wind_down())
+
+    def write() -> None:
+        # Pickling and pipe writes happen here, never on the loop's turn.
+        while (answer := answers.get()) is not None:
+            try:
+                write_frame(out, answer)
+            except (OSError, ValueError):
+                return
+
+    writer = threading.Thread(target=write, name="measurer-writer", daemon=True)
+    writer.start()
+    threading.Thread(target=read, name="measurer-reader", daemon=True).start()
+    asyncio.set_event_loop(loop)
+    loop.run_forever()
+    writer.join(timeout=5.0)
+
+
+def main() -> None:
+    # The worker's warm shutdown decides when measuring ends: Ctrl-C reaches the whole
+    # process group, and a child that died on it would fail the streams in its grace.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    # The frames get stdout's pipe to themselves: anything printed goes to stderr.
+    frames = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    serve(sys.stdin.buffer, frames)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,65 @@
+"""Knowing when we are the bottleneck (loop_lag.py): a held loop is seen and the run
+flagged client_bound; real sockets to the simulator, no database."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from probes.engine import ProbeRequest, measure
+from probes.engine.loop_lag import Lag, client_bound
+from probes.simulator import SimulatorProcess
+
+
+def test_a_late_first_event_flags_the_run_for_its_ttft() -> None:
+    assert client_bound(Lag(first_ms=5.5, last_ms=0.0, max_ms=5.5), decode_ms=10_000)
+    assert not client_bound(Lag(first_ms=4.0, last_ms=0.0, max_ms=4.0), decode_ms=10_000)
+
+
+def test_both_ends_lags_against_the_output_span_flag_it_for_its_speed() -> None:
+    # 3 + 2 ms over a 200 ms span: the speed may be 2.5 % off.
+    assert client_bound(Lag(first_ms=3.0, last_ms=2.0, max_ms=3.0), decode_ms=200)
+    # The same lags over ten seconds: 0.05 %.
+    assert not client_bound(Lag(first_ms=3.0, last_ms=2.0, max_ms=9.0), decode_ms=10_000)
+
+
+def test_lags_within_one_tick_are_the_tickers_resolution_not_a_held_loop() -> None:
+    assert not client_bound(Lag(first_ms=0.9, last_ms=0.8, max_ms=0.9), decode_ms=20)
+
+
+def test_a_run_without_output_is_never_client_bound() -> None:
+    assert not client_bound(Lag(first_ms=None, last_ms=50.0, max_ms=50.0), decode_ms=None)
+
+
+def test_a_loop_held_by_other_work_while_a_stream_is_read_is_recorded_and_flagged(
+    sim_process: SimulatorProcess,
+) -> None:
+    async def scenario():
+        stop = asyncio.Event()
+
+        async def hog() -> None:
+            # Another stream's heavy parsing, or a thread holding the interpreter.
+            while not stop.is_set():
+                time.sleep(0.03)
+                await asyncio.sleep(0.001)
+
+        hogging = asyncio.create_task(hog())
+        try:
+            return await measure(
+                ProbeRequest(
+                    api="openai-chat",
+                    base_url=sim_process.base_url,
+                    model="sim@tps=400,ttft=80,seed=7",
+                    max_tokens=200,
+                )
+            )
+        finally:
+            stop.set()
+            await hogging
+
+    result = asyncio.run(scenario())
+
+    assert result.status == "ok"
+    assert result.loop_lag_max_ms >= 20
+    assert result.loop_lag_first_ms is not None
+    assert result.client_bound is True
