@@ -136,9 +136,18 @@ class _Measurement:
         self.result = RunResult(api=req.api, model=req.model)
         limits = req.limits
         self.rec: StreamRecorder = new_recorder(req.api)
-        self.rec.bound(limits.max_output_events, limits.max_tool_calls, limits.max_content_chars)
+        self.rec.bound(
+            limits.max_output_events,
+            limits.max_tool_calls,
+            limits.max_content_chars,
+            limits.max_json_nodes,
+        )
         self.parser = SSEParser(
-            self.rec.on_event, self.rec.on_comment, limits.max_event_bytes, limits.max_events
+            self.rec.on_event,
+            self.rec.on_comment,
+            limits.max_event_bytes,
+            limits.max_events,
+            limits.max_lines,
         )
         self.t0 = 0
         self.t_end: int | None = None
