@@ -17,7 +17,7 @@ from typing import Any
 from django.conf import settings
 from django.db import connection
 
-from probes import groups, otel, prompts, recording, selfhosted, workloads
+from probes import groups, live_secrets, otel, prompts, recording, selfhosted, workloads
 from probes.engine import (
     Limits,
     Prices,
@@ -199,6 +199,8 @@ def run_slot(
     group = run_group_for(probe.pk, slot_at)
     outcome = SlotOutcome(results=[], already_recorded=len(done), run_group=group)
     ceiling = recording.latest_calibration(worker)
+    # Read now, while the database answers: the recorder scrubs every run with it.
+    live_secrets.live_secrets(refresh=True)
     price = endpoint.price_at(datetime.now(UTC))
     # Seeds come from the run's identity: fresh per slot, the same on redelivery.
     identity = f"{probe.pk}/{slot_at.isoformat()}" if slot_at else str(group)

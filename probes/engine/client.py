@@ -34,6 +34,7 @@ from . import (
     egress,
     fastread,
     http_errors,
+    reasons,
     sanitize,
     start_gate,
     telemetry,
@@ -498,6 +499,7 @@ class _Measurement:
             if value is not None:
                 setattr(result, name, http_errors.redact_object(value, known))
         sanitize.sanitize_result(result)
+        result.reason = reasons.classify(result.status, result.error)
 
     def _status(self) -> tuple[str, str | None]:
         rec = self.rec
