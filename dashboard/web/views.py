@@ -355,6 +355,9 @@ def run_page(request: HttpRequest, pk: int) -> HttpResponse:
         "reason_label": reasons.label(run.reason) if run.reason else "",
         "read_path_meaning": contract.OUTCOME_FIELDS["read_path"].definition,
         "has_server_timing": any(theirs is not None for _, _, theirs in timings),
+        "server_timing": run.server_timing
+        if request.user.is_staff
+        else server_side.public_timing(run.server_timing),
         "breakdown": server_side.breakdown(run),
     }
     return render(request, "dashboard/run.html", context)

@@ -12,6 +12,7 @@ stream) are the request's own: they are kept, preferred over the window's deltas
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -102,6 +103,25 @@ def read_failure(exc: Exception) -> str:
     if isinstance(exc, ValueError | KeyError | IndexError | TypeError):
         return "not in the expected format (Prometheus text, or a Prometheus query answer)"
     return f"could not be read ({type(exc).__name__})"
+
+
+# The notes read_failure writes (and "no energy counter"): runs stored before it quoted
+# the server, and only notes of these forms are shown to visitors (public_notes).
+_OUR_NOTE = re.compile(
+    r"(server metrics|power): (timed out|answered HTTP \d{3}|answer larger than \d+ bytes"
+    r"|could not be read( \(connection failed or refused by policy\)| \(\w+\))"
+    r"|not in the expected format \(Prometheus text, or a Prometheus query answer\)"
+    r"|no energy counter for the selector)"
+)
+
+
+def public_notes(errors: list[str]) -> list[str]:
+    """A run's telemetry notes as visitors may see them: ours as they are, any other
+    (stored before the notes were ours) as a plain "could not be read"."""
+    return [
+        e if _OUR_NOTE.fullmatch(e) else f"{e.split(':', 1)[0][:20]}: could not be read"
+        for e in errors
+    ]
 
 
 async def scrape(client: httpx.AsyncClient, tel: Telemetry) -> _Scrape:

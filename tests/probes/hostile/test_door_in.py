@@ -145,3 +145,23 @@ def test_a_secret_echoed_as_a_json_key_or_finish_reason_is_never_stored(
     for url, body in _public_pages(client, run).items():
         for secret in (KEY, HEADER_TOKEN, ENV_KEY):
             assert secret not in body, (url, secret)
+
+
+def test_notes_stored_before_they_were_ours_are_not_shown_to_visitors(probe, server, client):
+    outcome = runner.run_slot(probe, None, "door@host", "local")
+    quoted = "server metrics: MetricsError: invalid metric name: secret-role-name"
+    ProbeRun.objects.filter(run_group=outcome.run_group).update(
+        server_timing={"metrics": {"errors": [quoted, "power: timed out"]}}
+    )
+    type(probe.endpoint).objects.filter(pk=probe.endpoint_id).update(
+        server_metrics_url="http://127.0.0.1:9/metrics"
+    )
+    run = ProbeRun.objects.get(run_group=outcome.run_group)
+
+    for url in (f"/runs/{run.pk}/", f"/endpoints/{run.endpoint_id}/"):
+        page = client.get(url).content.decode()
+        assert "secret-role-name" not in page, url
+        assert "server metrics: could not be read" in page and "power: timed out" in page, url
+
+    client.force_login(User.objects.create_user("staff", password="pw", is_staff=True))
+    assert "secret-role-name" in client.get(f"/runs/{run.pk}/").content.decode()
