@@ -37,7 +37,10 @@ class Limits:
     max_json_nodes: int = 20_000
     max_output_events: int = 100_000  # output events (timeline entries) in one run
     max_tool_calls: int = 64  # distinct tool calls in one run
-    max_content_chars: int = 4 * 1024 * 1024  # answer + reasoning + tool text in one run
+    # Answer + reasoning + tool text in one run (~500k tokens, far past any real answer):
+    # held as text until the run is measured, ~10 MB a stream at 4 Mi, so a parallel-8
+    # slot of 1 MiB deltas reached +111 MB; at 2 Mi it stays well within 100 MB.
+    max_content_chars: int = 2 * 1024 * 1024
     # Not a failure: the stored timeline keeps at most this many points, neighbouring
     # output events merged past it (metrics computed from every event first).
     stored_timeline_entries: int = 10_000

@@ -48,7 +48,7 @@ class StreamRecorder:
     # request's own with bound().
     max_output_events = 100_000
     max_tool_calls = 64
-    max_content_chars = 4 * 1024 * 1024
+    max_content_chars = 2 * 1024 * 1024
     max_json_nodes = 20_000
 
     def __init__(self) -> None:

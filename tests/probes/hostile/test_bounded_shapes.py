@@ -5,7 +5,10 @@ count limits end bounded, in a worker's slot and in ``manage.py measure``.
 - 1 MiB of tool-call arguments beside one character of content per event (30 MB stored
   as an ``ok`` run);
 - 4 MiB events of nested empty objects (millions of dicts once parsed);
-- 32 MiB of blank lines (~4 s of the shared loop's CPU).
+- 32 MiB of blank lines (~4 s of the shared loop's CPU);
+
+and, beside them, 1 MiB content deltas (the most text a run may hold). A parallel-8
+slot (nine streams) must stay within the same bounds.
 
 Each is served by a real loopback server, ~32 MiB (the response limit). A slot (engine,
 recording, real Postgres and Redis) must end as one stored run, a protocol error or
@@ -71,11 +74,17 @@ def _blank_lines() -> bytes:
     return _data(_content("hi")) + b"\n" * BODY_BYTES + b"data: [DONE]\n\n"
 
 
+def _big_content() -> bytes:
+    one = _data(_content("x" * MIB))
+    return one * (BODY_BYTES // len(one)) + b"data: [DONE]\n\n"
+
+
 SHAPES = {
     "data_lines": _data_lines,
     "tool_arguments": _tool_arguments,
     "nested_empty_objects": _nested_empty_objects,
     "blank_lines": _blank_lines,
+    "big_content": _big_content,
 }
 BOUNDED = ("protocol_error", "truncated")
 
@@ -151,3 +160,34 @@ def test_measure_ends_bounded_whatever_the_shape(server, bodies):
         # The child's own start (Django, the tokenizer) is the normal run's too: what
         # the shape costs is the time over it.
         assert elapsed - normal_s < BOUND_S, shape
+
+
+@pytest.mark.parametrize("shape", ["tool_arguments", "big_content", "data_lines", "blank_lines"])
+def test_a_parallel_8_slot_ends_bounded_too(probe, server, bodies, shape):
+    # Eight streams at once (after one alone): what one slot may add to a worker still
+    # within 100 MB (a parallel-8 slot of data: lines held 1.44 GB before; 1 MiB tool
+    # deltas +111 MB with 4 Mi characters of output per run). big_content: 1 MiB content
+    # deltas, the most text a run may hold.
+    Provider.objects.filter(pk=probe.endpoint.provider_id).update(
+        total_timeout_s=60.0, stall_timeout_s=30.0, first_token_timeout_s=30.0, max_concurrency=8
+    )
+    workload = probe.workload
+    workload.kind, workload.requests = "parallel", 8
+    workload.save()
+    probe.refresh_from_db()
+    server.on_post = hostile.answer(hostile.sse_response(bodies[shape]))
+    rss_before = _rss_kib("VmRSS")
+    Path("/proc/self/clear_refs").write_text("5")
+    started = time.monotonic()
+
+    outcome = runner.run_slot(probe, None, "bounded@host", "local")
+
+    elapsed = time.monotonic() - started
+    growth_mb = (_rss_kib("VmHWM") - rss_before) / 1024
+    runs = list(ProbeRun.objects.filter(run_group=outcome.run_group).exclude(role="group"))
+    print(
+        f"\nparallel-8 {shape}: {len(runs)} runs in {elapsed:.2f} s, peak RSS +{growth_mb:.0f} MB"
+    )
+    assert len(runs) == 9 and all(r.status in BOUNDED for r in runs), [r.status for r in runs]
+    assert growth_mb < BOUND_MB
+    assert elapsed < BOUND_S
