@@ -1,6 +1,6 @@
 """Every live secret, for the recorder's one scrub (probes/recording.py): stored keys,
 environment keys, extra header values. A run must never store one, whatever field it
-hides in (design.md "Doors", in).
+hides in (README, "One door in").
 """
 
 from __future__ import annotations

@@ -148,7 +148,7 @@ def is_client_bound(result: RunResult, calibration: WorkerCalibration | None) ->
 
 
 def scrubbed(fields: dict[str, Any]) -> dict[str, Any]:
-    """The one scrub (design.md "Doors", in): every live secret replaced in every string,
+    """The one scrub (README, "One door in"): every live secret replaced in every string,
     object key and value of the row, whatever field it hides in, before anything is
     written (the database, the spool, a stand-in's error)."""
     pattern = sanitize.secret_pattern(live_secrets.live_secrets())

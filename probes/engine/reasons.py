@@ -1,6 +1,6 @@
 """Why a run failed, in our own words: the vocabulary public pages and the API show.
 
-A failed run keeps two things (design.md "Doors", in): its verdict — status, HTTP status
+A failed run keeps two things (README, "One door in"): its verdict — status, HTTP status
 and one of the reasons below, all ours — and, for staff only, the error text, which may
 quote what the provider or an internal server said (a 403 page, a /metrics body, an error
 event). Only the verdict is ever rendered to visitors or returned by the public API, so
