@@ -29,7 +29,7 @@ class LoginRequiredMiddleware:
         if request.path in _METRICS:
             # Scrapers have no session: a bearer token (checked before the session, so a
             # scrape costs no session lookup), else a signed-in user.
-            if _bearer_token_ok(request) or request.user.is_authenticated:
+            if bearer_token_ok(request) or request.user.is_authenticated:
                 return self.get_response(request)
             response = HttpResponse(
                 "A bearer token (METRICS_BEARER_TOKEN) is needed.\n", status=401
@@ -41,7 +41,7 @@ class LoginRequiredMiddleware:
         return self.get_response(request)
 
 
-def _bearer_token_ok(request) -> bool:
+def bearer_token_ok(request) -> bool:
     expected = settings.METRICS_BEARER_TOKEN
     scheme, _, given = request.headers.get("Authorization", "").partition(" ")
     if not expected or scheme.lower() != "bearer":

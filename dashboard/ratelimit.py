@@ -8,8 +8,9 @@ Beyond a budget the answer is 429 with Retry-After, the seconds until the window
 Fixed windows: one INCR and one EXPIRE per request, in one round trip. The client is the
 connection's address, or, from a TRUSTED_PROXIES peer, the nearest X-Forwarded-For
 address that is not one of those proxies (a client cannot pick its own bucket by sending
-the header). A Redis that cannot be reached lets requests through: the limiter protects
-the site, it must not be the thing that takes it down.
+the header). When Redis cannot be reached, each process counts in its own memory instead
+(the same windows and budgets, per process): a Redis outage neither takes the site down
+(closed) nor opens it to unlimited requests and password guessing (open).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 import math
+import threading
 import time
 from dataclasses import dataclass
 from functools import cache
@@ -88,11 +90,28 @@ def hit(budget: Budget, client: str, now: float | None = None) -> int | None:
         pipe.expire(key, budget.window_s + 1)
         count, _ = pipe.execute()
     except redis.RedisError as exc:
-        log.warning("rate limit not applied, Redis unreachable: %s", exc)
-        return None
+        log.warning("rate limit counted in this process, Redis unreachable: %s", exc)
+        count = _local_hit(key, (window + 1) * budget.window_s, now)
     if count <= budget.limit:
         return None
     return max(1, math.ceil((window + 1) * budget.window_s - now))
+
+
+# The in-process fallback: key (its window in it) -> (when the window ends, count).
+_local: dict[str, tuple[float, int]] = {}
+_local_lock = threading.Lock()
+_LOCAL_MAX_KEYS = 100_000  # a flood of addresses cannot grow it without bound
+
+
+def _local_hit(key: str, ends_at: float, now: float) -> int:
+    with _local_lock:
+        if len(_local) >= _LOCAL_MAX_KEYS:  # ended windows first, then the oldest half
+            ended = [k for k, (end, _) in _local.items() if end <= now]
+            for k in ended or list(_local)[: _LOCAL_MAX_KEYS // 2]:
+                del _local[k]
+        count = _local.get(key, (ends_at, 0))[1] + 1
+        _local[key] = (ends_at, count)
+        return count
 
 
 def too_many(request: HttpRequest, retry_after: int, budget: Budget) -> HttpResponse:

@@ -391,6 +391,10 @@ STATUS_PUBLIC_DETAILS = env_bool("STATUS_PUBLIC_DETAILS", not PRODUCTION)
 # Requests per minute per client address, pages and API (dashboard/ratelimit.py), and
 # sign-in attempts per hour per address; 0 switches a limit off (the default under tests,
 # whose one client makes hundreds of requests a minute).
+# /status and /metrics for anonymous clients: one result per process at most this old
+# (dashboard/shared_result.py), so a flood of polls runs the checks and renders the
+# series once per period; staff (and a bearer-token scraper on /metrics) get fresh ones.
+PUBLIC_SURFACE_CACHE_S = env_int("PUBLIC_SURFACE_CACHE_S", 0 if TESTING else 10, minimum=0)
 RATE_LIMIT_PER_MINUTE = env_int("RATE_LIMIT_PER_MINUTE", 0 if TESTING else 120, minimum=0)
 LOGIN_ATTEMPTS_PER_HOUR = env_int("LOGIN_ATTEMPTS_PER_HOUR", 0 if TESTING else 20, minimum=0)
 # With REQUIRE_LOGIN, Prometheus scrapes /metrics with `Authorization: Bearer <token>`.

@@ -29,6 +29,7 @@ from probes.engine import (
 from probes.engine.telemetry import Telemetry
 from probes.models import Price, Probe, ProbeRun
 from probes.platform import otel
+from probes.recording import live_secrets
 from probes.recording import recorder as recording
 from probes.scheduling import caps
 
@@ -202,6 +203,8 @@ def run_slot(
     group = run_group_for(probe.pk, slot_at)
     outcome = SlotOutcome(results=[], already_recorded=len(done), run_group=group)
     ceiling = recording.latest_calibration(worker)
+    # Read now, while the database answers: the recorder scrubs every run with it.
+    live_secrets.live_secrets(refresh=True)
     price = endpoint.price_at(datetime.now(UTC))
     # Seeds come from the run's identity: fresh per slot, the same on redelivery.
     identity = f"{probe.pk}/{slot_at.isoformat()}" if slot_at else str(group)

@@ -159,9 +159,8 @@ def test_x_forwarded_proto_is_believed_only_from_trusted_proxies(compose):
     command = " ".join(web["command"])
     # gunicorn's own trust list is the app's (its default would read FORWARDED_ALLOW_IPS).
     assert '--forwarded-allow-ips "$${TRUSTED_PROXIES}"' in command
-    proxies = web["environment"]["TRUSTED_PROXIES"]
-    assert proxies.startswith("${TRUSTED_PROXIES:-")
-    assert "0.0.0.0/0" not in proxies and "*" not in proxies
+    # No proxy is trusted until the operator names one (issue 24, item 5).
+    assert web["environment"]["TRUSTED_PROXIES"] == "${TRUSTED_PROXIES:-}"
 
 
 def test_it_uses_only_well_formed_interpolations():

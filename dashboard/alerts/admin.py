@@ -12,6 +12,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 
 from dashboard.alerts.models import AlertEvent, AlertRule, Channel, Notification, Silence
+from dashboard.alerts.models.silences import scope_refusal
 from dashboard.alerts.transports import REGISTRY, get_transport
 from probes.admin.history import AuditHistoryAdmin
 
@@ -242,6 +243,19 @@ class SilenceAdmin(admin.ModelAdmin):
     @admin.display(boolean=True, description="active")
     def is_active(self, obj: Silence) -> bool:
         return obj.starts_at <= timezone.now() < obj.ends_at
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        form = super().get_form(request, obj, change, **kwargs)
+
+        class ScopedSilenceForm(form):
+            def clean(self):
+                cleaned = super().clean()
+                refusal = scope_refusal(request.user, cleaned)
+                if refusal:
+                    raise forms.ValidationError(refusal)
+                return cleaned
+
+        return ScopedSilenceForm
 
     def save_model(self, request, obj: Silence, form, change: bool) -> None:
         if not change:

@@ -13,6 +13,7 @@ from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
 from dashboard.alerts.models import Silence
+from dashboard.alerts.models.silences import scope_refusal
 
 MAX_HOURS = 24 * 30
 
@@ -26,6 +27,17 @@ class SilenceForm(forms.ModelForm):
         model = Silence
         fields = ["provider", "endpoint", "canonical_model", "rule", "reason"]
         labels = {"canonical_model": "Model"}
+
+    def __init__(self, *args, user=None, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.user = user
+
+    def clean(self):
+        cleaned = super().clean()
+        refusal = scope_refusal(self.user, cleaned) if self.user is not None else None
+        if refusal:
+            raise forms.ValidationError(refusal)
+        return cleaned
 
 
 def can_add(request: HttpRequest) -> bool:
@@ -41,7 +53,7 @@ def create(request: HttpRequest) -> SilenceForm | None:
     form with its errors (nothing is made)."""
     if not can_add(request):
         raise PermissionDenied
-    form = SilenceForm(request.POST)
+    form = SilenceForm(request.POST, user=request.user)
     if not form.is_valid():
         return form
     silence = form.save(commit=False)

@@ -12,14 +12,17 @@ from __future__ import annotations
 from collections import defaultdict
 from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db import connection
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from django.views.decorators.http import require_safe
 
 from dashboard import prom_buckets
+from dashboard.middleware import bearer_token_ok
 from dashboard.models import RunRollup
 from dashboard.queries import aggregates, lifetime
+from dashboard.shared_result import SharedResult
 from dashboard.web.exposition import CONTENT_TYPE, Exposition, compressed, labels
 from probes.models import Claim, Endpoint, Probe, Workload
 from probes.scheduling import slot_reasons
@@ -234,9 +237,17 @@ def _slots(out: Exposition) -> None:
                 out.sample(name, labels(("region", "reason"), (region, reason)), n)
 
 
+_anonymous_body: SharedResult[bytes] = SharedResult()
+
+
 @require_safe
 def metrics(request: HttpRequest) -> HttpResponse:
-    body = render()
+    # Anonymous scrapers share one rendering per PUBLIC_SURFACE_CACHE_S (a flood renders
+    # once); a bearer-token scraper or a signed-in user gets a fresh one.
+    if bearer_token_ok(request) or request.user.is_authenticated:
+        body = render()
+    else:
+        body = _anonymous_body.get(settings.PUBLIC_SURFACE_CACHE_S, render)
     packed = compressed(body, request.headers.get("Accept-Encoding", ""))
     response = HttpResponse(packed or body, content_type=CONTENT_TYPE)
     response["Vary"] = "Accept-Encoding"

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from dashboard.charts import PALETTE, _figure, _grid
 from dashboard.web import sweeps
-from probes.engine import servermetrics
+from probes.engine import servermetrics, telemetry
 from probes.models import Endpoint, ProbeRun
 
 RECENT = 200  # runs on the endpoint's server-side chart
@@ -61,10 +61,20 @@ def lacking(endpoint: Endpoint, latest: ProbeRun | None) -> list[str]:
     if latest is None or not endpoint.server_metrics_url:
         return out
     note = (latest.server_timing or {}).get("metrics") or {}
-    out += [f"last run: {error}" for error in note.get("errors", [])]
+    out += [f"last run: {error}" for error in telemetry.public_notes(note.get("errors", []))]
     if "engine" in note:
         out += servermetrics.lacks(note["engine"])
     return out
+
+
+def public_timing(server_timing: dict | None) -> dict | None:
+    """A run's raw server timing as visitors see it: the telemetry notes only in our
+    words (probes/engine/telemetry.py public_notes), whenever the run was stored."""
+    note = (server_timing or {}).get("metrics")
+    if not isinstance(note, dict) or not note.get("errors"):
+        return server_timing
+    shown = {**note, "errors": telemetry.public_notes(list(note["errors"]))}
+    return {**server_timing, "metrics": shown}
 
 
 def recent_chart(endpoint: Endpoint) -> dict | None:

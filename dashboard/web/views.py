@@ -30,7 +30,7 @@ from dashboard.queries import leaderboard as leaderboards
 from dashboard.web import badges, server_side
 from dashboard.web.caching import cacheable
 from dashboard.web.marks import history_marks
-from probes.engine import contract
+from probes.engine import contract, reasons
 from probes.engine.request import limit_rows
 from probes.models import CanonicalModel, Endpoint, Probe, ProbeRun, Provider, Workload
 from probes.scheduling import ledger
@@ -358,8 +358,12 @@ def run_page(request: HttpRequest, pk: int) -> HttpResponse:
         "timeline_chart": charts.token_timeline(run.timeline) if run.timeline else None,
         "gap_chart": charts.gap_histogram(run.timeline) if len(gaps) > 1 else None,
         "status_meaning": STATUS_MEANINGS.get(run.status, ""),
+        "reason_label": reasons.label(run.reason) if run.reason else "",
         "read_path_meaning": contract.OUTCOME_FIELDS["read_path"].definition,
         "has_server_timing": any(theirs is not None for _, _, theirs in timings),
+        "server_timing": run.server_timing
+        if request.user.is_staff
+        else server_side.public_timing(run.server_timing),
         "breakdown": server_side.breakdown(run),
     }
     return render(request, "dashboard/run.html", context)

@@ -34,6 +34,7 @@ from . import (
     http_errors,
     loop_lag,
     measurers,
+    reasons,
     sanitize,
     start_gate,
     telemetry,
@@ -136,9 +137,18 @@ class _Measurement:
         self.result = RunResult(api=req.api, model=req.model)
         limits = req.limits
         self.rec: StreamRecorder = new_recorder(req.api)
-        self.rec.bound(limits.max_output_events, limits.max_tool_calls, limits.max_content_chars)
+        self.rec.bound(
+            limits.max_output_events,
+            limits.max_tool_calls,
+            limits.max_content_chars,
+            limits.max_json_nodes,
+        )
         self.parser = SSEParser(
-            self.rec.on_event, self.rec.on_comment, limits.max_event_bytes, limits.max_events
+            self.rec.on_event,
+            self.rec.on_comment,
+            limits.max_event_bytes,
+            limits.max_events,
+            limits.max_lines,
         )
         self.t0 = 0
         self.t_end: int | None = None
@@ -491,6 +501,7 @@ class _Measurement:
             if value is not None:
                 setattr(result, name, http_errors.redact_object(value, known))
         sanitize.sanitize_result(result)
+        result.reason = reasons.classify(result.status, result.error)
 
     def _judge_client(self, rec: StreamRecorder) -> None:
         """Record our loop's lag and whether it could have moved the run's figures."""

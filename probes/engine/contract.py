@@ -410,7 +410,18 @@ _MEASURED = (
 _OUTCOME = (
     RunField("status", "", None, "How the run ended: one of the statuses below.", TEXT),
     RunField("http_status", "", None, "The HTTP status of the answer."),
-    RunField("error", "", None, "What went wrong, short and human-readable.", TEXT),
+    RunField(
+        "reason",
+        "",
+        None,
+        "Why a failed run failed, in our own words: one of key_refused, model_not_found, "
+        "rate_limited, request_refused, server_failed, connect_timeout, no_first_token, "
+        "stalled, too_slow, error_event, over_limit:<the limit passed>, malformed_stream, "
+        "not_an_event_stream, unstorable, ended_inside_event, no_completion_marker, "
+        "no_output, connection_failed. Never the provider's words (those are kept for "
+        "staff only). Empty for an ok run.",
+        TEXT,
+    ),
     RunField("retry_after_s", "s", None, "How long the provider asked us to wait (429 or 503)."),
     RunField(
         "cold_connection",
@@ -459,6 +470,15 @@ _OUTCOME = (
 
 # Kept with the run for inspection, not shown as columns.
 _RAW = (
+    RunField(
+        "error",
+        "",
+        None,
+        "What went wrong, short, as the engine saw it: it may quote the provider or an "
+        "internal server, so it is redacted, capped and shown to staff only (reason is "
+        "the public verdict).",
+        TEXT,
+    ),
     RunField("usage", "", None, "The provider's usage object, last value.", JSON),
     RunField("server_timing", "", None, "Server timing as reported, keyed by source.", JSON),
     RunField(

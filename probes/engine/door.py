@@ -40,6 +40,7 @@ from httpx import (  # noqa: F401 - re-exported: callers catch these, never impo
     PoolTimeout,
     RemoteProtocolError,
     Response,
+    TimeoutException,
     UnsupportedProtocol,
 )
 

@@ -29,9 +29,18 @@ class Limits:
     # Counts, not just bytes: 31 MiB of ":\n" is 16 M events within the byte cap. Each
     # passed limit -> protocol_error naming it (dialects/base.py, sse.py).
     max_events: int = 200_000  # SSE events + comment lines in one response
+    # Every line, blank and unterminated ones too (an Anthropic event is three lines).
+    max_lines: int = 800_000
+    # JSON objects, arrays and items (counted as ``{``, ``[`` and ``,``) in one event of
+    # more than JSON_SCAN_BYTES: 4 MiB of ``[{},{},...]`` is two million dicts (~250 MB)
+    # once parsed, so such an event is refused before it is parsed.
+    max_json_nodes: int = 20_000
     max_output_events: int = 100_000  # output events (timeline entries) in one run
     max_tool_calls: int = 64  # distinct tool calls in one run
-    max_content_chars: int = 4 * 1024 * 1024  # answer + reasoning + tool text in one run
+    # Answer + reasoning + tool text in one run (~500k tokens, far past any real answer):
+    # held as text until the run is measured, ~10 MB a stream at 4 Mi, so a parallel-8
+    # slot of 1 MiB deltas reached +111 MB; at 2 Mi it stays well within 100 MB.
+    max_content_chars: int = 2 * 1024 * 1024
     # Not a failure: the stored timeline keeps at most this many points, neighbouring
     # output events merged past it (metrics computed from every event first).
     stored_timeline_entries: int = 10_000
@@ -51,9 +60,14 @@ LIMIT_MEANINGS: dict[str, str] = {
     "max_event_bytes": "Bytes of one SSE event or line; past it: protocol_error.",
     "max_events": "SSE events and comment lines (keep-alives) in one response; "
     "past it: protocol_error.",
+    "max_lines": "SSE lines of every kind (blank and unterminated ones too) in one response; "
+    "past it: protocol_error.",
+    "max_json_nodes": "JSON objects, arrays and items in one large event (before it is parsed); "
+    "past it: protocol_error.",
     "max_output_events": "Output events (timeline entries) in one run; past it: protocol_error.",
     "max_tool_calls": "Distinct tool calls in one run; past it: protocol_error.",
-    "max_content_chars": "Characters of answer, reasoning and tool-call text in one run; "
+    "max_content_chars": "Characters of answer, reasoning and tool-call text (names and "
+    "arguments) in one run, counted together; "
     "past it: protocol_error.",
     "stored_timeline_entries": "Points of the stored timeline; past it, neighbouring output "
     "events are merged into one point (metrics are computed from every event first).",

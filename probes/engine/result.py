@@ -18,7 +18,8 @@ _PRIVATE_FIELDS = ("t0_ns",)
 class RunResult:
     status: str = "ok"
     http_status: int | None = None
-    error: str | None = None  # short, human-readable
+    error: str | None = None  # short, human-readable; may quote the provider: staff only
+    reason: str | None = None  # our verdict's words (reasons.py): what public surfaces show
     error_detail: Any = None  # the provider's error object, when it sent one
     retry_after_s: float | None = None
     rate_limit: dict[str, Any] | None = None  # x-ratelimit-* / anthropic-ratelimit-*

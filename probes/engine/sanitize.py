@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from typing import Any
 
 import orjson
@@ -152,3 +153,29 @@ def sanitize_result(result: RunResult) -> None:
     result.server_timing = bounded_json(result.server_timing)
     result.error_detail = bounded_json(result.error_detail)
     result.rate_limit = bounded_json(result.rate_limit)
+
+
+# -- secrets ----------------------------------------------------------------------------------
+
+REDACTED = "[redacted]"
+
+
+def secret_pattern(secrets: list[str] | tuple[str, ...]) -> re.Pattern[str] | None:
+    """One pattern for every secret, longest first (a key that contains another is
+    replaced whole); None when there is none to look for."""
+    kept = sorted({s for s in secrets if s}, key=len, reverse=True)
+    return re.compile("|".join(map(re.escape, kept))) if kept else None
+
+
+def scrub(value: Any, pattern: re.Pattern[str] | None) -> Any:
+    """``value`` with every secret replaced, in object keys as in values, at any depth
+    (a proxy echoing the key as a usage key or as finish_reason hides it there)."""
+    if pattern is None:
+        return value
+    if isinstance(value, str):
+        return pattern.sub(REDACTED, value) if pattern.search(value) else value
+    if isinstance(value, dict):
+        return {scrub(k, pattern): scrub(v, pattern) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [scrub(v, pattern) for v in value]
+    return value

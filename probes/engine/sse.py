@@ -29,6 +29,17 @@ class TooManyEvents(EventTooLarge):
     """The response held more events and comment lines than the configured limit."""
 
 
+class TooManyLines(EventTooLarge):
+    """The response held more lines (blank ones too) than the configured limit."""
+
+
+# What one line costs beyond its bytes: a data line is kept as its own bytes object until
+# its event is dispatched (~33 bytes of header, a list slot, the join), so an event made
+# of millions of one-byte ``data:`` lines must pass the event limit long before 4 MiB of
+# payload (it held +286 MB before this was counted).
+LINE_OVERHEAD_BYTES = 64
+
+
 class SSEParser:
     """Feed raw body bytes with the timestamp of the read that delivered them.
 
@@ -41,6 +52,7 @@ class SSEParser:
         "_on_comment",
         "_max_event_bytes",
         "_max_events",
+        "_max_lines",
         "_buf",
         "_data",
         "_data_len",
@@ -49,6 +61,7 @@ class SSEParser:
         "_started",
         "events",
         "comments",
+        "lines",
         "last_event_id",
         "incomplete_event_discarded",
     )
@@ -59,6 +72,7 @@ class SSEParser:
         on_comment: CommentSink | None = None,
         max_event_bytes: int = 4 * 1024 * 1024,
         max_events: int = 200_000,
+        max_lines: int = 800_000,
     ) -> None:
         self._on_event = on_event
         self._on_comment = on_comment
@@ -67,6 +81,10 @@ class SSEParser:
         # so in work) like a huge event is in bytes. Checked once per chunk, which holds
         # at most a read's worth of lines.
         self._max_events = max_events
+        # Every line, blank ones included, costs a turn of the loop below: 32 MiB of blank
+        # lines was ~4 s of the worker's shared loop. Checked before a chunk's lines are
+        # walked, so a flood is refused before it costs anything but the split.
+        self._max_lines = max_lines
         self._buf = b""  # an unterminated line carried over to the next chunk
         self._data: list[bytes] = []  # data lines of the event being built
         self._data_len = 0
@@ -75,6 +93,7 @@ class SSEParser:
         self._started = False
         self.events = 0  # dispatched events
         self.comments = 0  # comment lines (":" ...), keep-alives included
+        self.lines = 0  # terminated lines of every kind, blank ones too
         self.last_event_id: bytes | None = None
         self.incomplete_event_discarded = False
 
@@ -100,6 +119,11 @@ class SSEParser:
         self._buf = rest = lines.pop()
         if len(rest) > self._max_event_bytes:
             raise EventTooLarge(f"unterminated SSE line longer than {self._max_event_bytes} bytes")
+        self.lines += len(lines)
+        if self.lines > self._max_lines:
+            raise TooManyLines(
+                f"more than {self._max_lines} SSE lines in one response (limit max_lines)"
+            )
         data = self._data
         for line in lines:
             if not line:
@@ -118,7 +142,7 @@ class SSEParser:
             if line.startswith(b"data:"):
                 value = line[6:] if line[5:6] == b" " else line[5:]
                 data.append(value)
-                self._data_len += len(value)
+                self._data_len += len(value) + LINE_OVERHEAD_BYTES
                 if self._data_len > self._max_event_bytes:
                     raise EventTooLarge(f"SSE event larger than {self._max_event_bytes} bytes")
             elif line[0] == 58:  # b":" -> comment / keep-alive
@@ -141,6 +165,9 @@ class SSEParser:
             self._event = value or None
         elif name == b"data":  # "data" with no colon: an empty data line
             data.append(value)
+            self._data_len += len(value) + LINE_OVERHEAD_BYTES
+            if self._data_len > self._max_event_bytes:
+                raise EventTooLarge(f"SSE event larger than {self._max_event_bytes} bytes")
         elif name == b"id" and b"\x00" not in value:  # an id with NUL is ignored
             self.last_event_id = value
         # "retry" and unknown fields are ignored, as the spec says.

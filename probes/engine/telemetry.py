@@ -12,6 +12,7 @@ stream) are the request's own: they are kept, preferred over the window's deltas
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -58,8 +59,16 @@ async def _get(client: door.AsyncClient, url: str, tel: Telemetry, **kw: Any) ->
         client, "GET", url, deadline_s=tel.deadline_s, max_bytes=MAX_BYTES, **kw
     )
     if response.status_code != 200:
-        raise bounded.BoundedError(f"HTTP {response.status_code} from {url[:120]}")
+        raise NotOk(response.status_code)
     return response.body
+
+
+class NotOk(bounded.BoundedError):
+    """A metrics or power read answered another status than 200."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(f"HTTP {status}")
+        self.status = status
 
 
 async def _power(client: door.AsyncClient, tel: Telemetry) -> energy.EnergyReading | None:
@@ -79,6 +88,42 @@ async def _power(client: door.AsyncClient, tel: Telemetry) -> energy.EnergyReadi
     return energy.dcgm_reading(servermetrics.parse(text), selector, at_s)
 
 
+def read_failure(exc: Exception) -> str:
+    """Why a read failed, in our words only: the note is shown on the run and endpoint
+    pages, and an exception's text can quote the body (an internal /metrics answering
+    "invalid metric name: secret-role-name", a float that was 'INTERNAL-SECRET')."""
+    if isinstance(exc, NotOk):
+        return f"answered HTTP {exc.status}"
+    if isinstance(exc, door.TimeoutException | bounded.DeadlineExceeded):
+        return "timed out"
+    if isinstance(exc, bounded.BodyTooLarge):
+        return f"answer larger than {MAX_BYTES} bytes"
+    if isinstance(exc, door.HTTPError | OSError | bounded.BoundedError):
+        return "could not be read (connection failed or refused by policy)"
+    if isinstance(exc, ValueError | KeyError | IndexError | TypeError):
+        return "not in the expected format (Prometheus text, or a Prometheus query answer)"
+    return f"could not be read ({type(exc).__name__})"
+
+
+# The notes read_failure writes (and "no energy counter"): runs stored before it quoted
+# the server, and only notes of these forms are shown to visitors (public_notes).
+_OUR_NOTE = re.compile(
+    r"(server metrics|power): (timed out|answered HTTP \d{3}|answer larger than \d+ bytes"
+    r"|could not be read( \(connection failed or refused by policy\)| \(\w+\))"
+    r"|not in the expected format \(Prometheus text, or a Prometheus query answer\)"
+    r"|no energy counter for the selector)"
+)
+
+
+def public_notes(errors: list[str]) -> list[str]:
+    """A run's telemetry notes as visitors may see them: ours as they are, any other
+    (stored before the notes were ours) as a plain "could not be read"."""
+    return [
+        e if _OUR_NOTE.fullmatch(e) else f"{e.split(':', 1)[0][:20]}: could not be read"
+        for e in errors
+    ]
+
+
 async def scrape(client: door.AsyncClient, tel: Telemetry) -> _Scrape:
     out = _Scrape()
     errors: list[str] = []
@@ -87,14 +132,14 @@ async def scrape(client: door.AsyncClient, tel: Telemetry) -> _Scrape:
             text = await _get(client, tel.server_metrics_url, tel)
             out.samples = servermetrics.parse(text.decode("utf-8", "replace"))
         except Exception as exc:  # untrusted server: any failure is a note, not a crash
-            errors.append(f"server metrics: {type(exc).__name__}: {str(exc)[:160]}")
+            errors.append(f"server metrics: {read_failure(exc)}")
     if tel.power_url:
         try:
             out.energy = await _power(client, tel)
             if out.energy is None:
                 errors.append("power: no energy counter for the selector")
         except Exception as exc:
-            errors.append(f"power: {type(exc).__name__}: {str(exc)[:160]}")
+            errors.append(f"power: {read_failure(exc)}")
     out.errors = tuple(errors)
     return out
 

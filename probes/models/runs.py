@@ -61,7 +61,10 @@ class ProbeRun(models.Model):
 
     status = models.CharField(max_length=24, choices=STATUSES)
     http_status = models.PositiveSmallIntegerField(null=True, blank=True)
+    # The engine's words, which may quote the provider or an internal server: staff only.
     error = models.TextField(blank=True)
+    # Our verdict's words (probes/engine/reasons.py): what pages and the API show.
+    reason = models.CharField(max_length=40, blank=True, default="", db_default="")
     retry_after_s = models.FloatField(null=True, blank=True)
 
     connect_ms = models.FloatField(null=True, blank=True)

@@ -25,9 +25,10 @@ from typing import Any
 from django.conf import settings
 from django.db import connection
 
-from probes.engine import RunResult, contract, sanitize
+from probes.engine import RunResult, contract, reasons, sanitize
 from probes.groups import Measured
 from probes.models import Price, WorkerCalibration
+from probes.recording import live_secrets
 from probes.recording.run_rows import (
     ROW_ERRORS,
     insert_or_stand_in,
@@ -111,6 +112,7 @@ def run_fields(result: RunResult, ctx: RunContext) -> dict[str, Any]:
     fields.update({name: (getattr(result, name) or "") for name in _TEXT_FIELDS})
     fields.update({name: bool(getattr(result, name)) for name in _FLAG_FIELDS})
     fields["error"] = fields["error"][:_ERROR_MAX]
+    fields["reason"] = reasons.classify(result.status, result.error)
     fields.update(run_identity(result, ctx))
     fields.update(
         status=result.status,
@@ -148,12 +150,21 @@ def is_client_bound(result: RunResult, calibration: WorkerCalibration | None) ->
 # -- writing --------------------------------------------------------------------------------
 
 
+def scrubbed(fields: dict[str, Any]) -> dict[str, Any]:
+    """The one scrub (README, "One door in"): every live secret replaced in every string,
+    object key and value of the row, whatever field it hides in, before anything is
+    written (the database, the spool, a stand-in's error)."""
+    pattern = sanitize.secret_pattern(live_secrets.live_secrets())
+    return {name: sanitize.scrub(value, pattern) for name, value in fields.items()}
+
+
 def save(fields: dict[str, Any], retry_for_s: float = DB_RETRY_FOR_S) -> str:
     """Write one run: 'written', or 'spooled' (database away longer than retry_for_s).
 
     A row the database refuses (probes/recording/run_rows.py) is stored at once as its
     protocol_error stand-in; only a connection failure is retried, then spooled.
     """
+    fields = scrubbed(fields)
     deadline = time.monotonic() + retry_for_s
     delay = 0.25
     while True:
@@ -200,5 +211,6 @@ __all__ = [
     "run_fields",
     "run_identity",
     "save",
+    "scrubbed",
     "spool",
 ]

@@ -27,7 +27,7 @@ from django.db import (
     transaction,
 )
 
-from probes.engine import sanitize
+from probes.engine import reasons, sanitize
 from probes.models import ProbeRun
 
 log = logging.getLogger(__name__)
@@ -94,6 +94,7 @@ def refused_row(fields: dict[str, Any], exc: BaseException | str) -> dict[str, A
     stand_in = {name: fields[name] for name in _IDENTITY_FIELDS if name in fields}
     stand_in.update(
         status="protocol_error",
+        reason=reasons.Reason.UNSTORABLE.value,
         error=sanitize.clean_text(" ".join(error.split()), sanitize.ERROR_MAX),
     )
     return stand_in

@@ -165,3 +165,76 @@ def test_a_slot_that_cannot_start_in_time_is_skipped_naming_the_cap(
     log = worker.output()
     assert "Traceback" not in log and "retry" not in log.lower(), log
     assert log.count(f"Probe {other.pk} slot") == 1, log
+
+
+def _parked(provider) -> str:
+    return waiting._queues(caps.provider_semaphore(provider))[0] + ":parked"
+
+
+def test_a_ticket_waiting_for_its_own_worker_does_not_hold_back_other_workers(
+    make_probe, settings, clean_redis
+):
+    # Issue 24, item 5: w1 is full, its ticket heads the provider's queue; w2's ticket,
+    # behind it, takes one of the provider's free slots at once (5.6 s with 4 free, before).
+    settings.WORKER_MAX_CONCURRENT_PROBES = 1
+    probe = make_probe()
+    provider = probe.endpoint.provider
+    provider.max_concurrency = 5
+    provider.save()
+    order: list = []
+
+    def on(worker: str, label: str, until_s: float) -> threading.Thread:
+        def run():
+            try:
+                with caps.probe_slots(
+                    provider, worker, wait=caps.Wait(time.time() + until_s, label)
+                ):
+                    order.append(label)
+            except caps.Busy as exc:
+                order.append(exc)
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        return thread
+
+    with caps.probe_slots(provider, "w1", wait=caps.Wait(time.time() + 1, "w1-busy")):
+        stuck = on("w1", "w1-waiting", 20)  # heads the provider's queue, parked on w1
+        assert wait_for(lambda: clean_redis.hlen(_parked(provider)) == 1, 10)
+        started = time.monotonic()
+        with caps.probe_slots(provider, "w2", wait=caps.Wait(time.time() + 5, "w2")):
+            waited = time.monotonic() - started
+        assert waited < 1.0, f"w2 waited {waited:.1f} s behind a ticket parked on w1"
+        assert order == []  # w1's ticket still waits for its worker
+    stuck.join(5)
+    assert order == ["w1-waiting"]  # and takes its turn once w1 frees
+
+
+def test_a_parked_ticket_keeps_its_claim_on_the_providers_room(make_probe, settings, clean_redis):
+    settings.WORKER_MAX_CONCURRENT_PROBES = 1
+    probe = make_probe()
+    provider = probe.endpoint.provider
+    provider.max_concurrency = 2
+    provider.save()
+    order: list = []
+
+    def on(worker: str, label: str) -> threading.Thread:
+        def run():
+            with caps.probe_slots(provider, worker, wait=caps.Wait(time.time() + 20, label)):
+                order.append(label)
+                time.sleep(0.3)
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        return thread
+
+    with caps.probe_slots(provider, "w1", wait=caps.Wait(time.time() + 1, "w1-busy")):
+        parked = on("w1", "w1-parked")  # 1 of 2 provider slots free, kept for it
+        assert wait_for(lambda: clean_redis.hlen(_parked(provider)) == 1, 10)
+        behind = on("w2", "w2-behind")  # no room left once the parked claim counts
+        queue = waiting._queues(caps.provider_semaphore(provider))[0]
+        assert wait_for(lambda: clean_redis.zcard(queue) == 2, 10)
+        time.sleep(0.6)
+        assert order == []
+    parked.join(5)
+    behind.join(5)
+    assert order == ["w1-parked", "w2-behind"]

@@ -24,7 +24,8 @@ class SilenceQuerySet(models.QuerySet):
 class Silence(models.Model):
     """No notices for matching alerts until `ends_at` (maintenance, a known incident).
 
-    Every field left empty matches anything; a silence with none set silences everything.
+    Every field left empty matches anything; a silence with none set silences everything,
+    so only a superuser may make one (``scope_refusal``: /alerts/ and the admin check it).
     Alerts still open and close while silenced — only the notices are held back."""
 
     provider = models.ForeignKey(
@@ -82,6 +83,22 @@ class Silence(models.Model):
             )
             and (self.rule_id is None or self.rule_id == event.rule_id)
         )
+
+
+SCOPE_FIELDS = ("provider", "endpoint", "canonical_model", "rule")
+
+
+def scope_refusal(user, cleaned: dict) -> str | None:
+    """Why ``user`` may not make a silence of these (form-cleaned) fields, or None: one
+    with no scope holds back every notice of every rule, so it needs a superuser."""
+    if any(cleaned.get(name) for name in SCOPE_FIELDS):
+        return None
+    if user.is_active and user.is_superuser:
+        return None
+    return (
+        "A silence needs a scope: a rule, a provider, a model or an endpoint. Only a "
+        "superuser may silence everything."
+    )
 
 
 def silence_for(event: AlertEvent, now) -> Silence | MaintenanceWindow | None:

@@ -36,6 +36,17 @@ class BodyRequest(Protocol):
     max_tokens: int
 
 
+# Events larger than this are scanned for their JSON width before they are parsed (a
+# normal chunk is a few hundred bytes; three C-speed byte counts of 4 MiB cost ~3 ms).
+JSON_SCAN_BYTES = 16 * 1024
+
+
+def json_nodes(data: bytes) -> int:
+    """An upper bound of the containers and items parsing ``data`` would make (what its
+    memory costs; brackets and commas inside strings count too, so it errs high)."""
+    return data.count(b"{") + data.count(b"[") + data.count(b",")
+
+
 class StreamRecorder:
     """Timeline and facts of one stream; each dialect's recorder fills it in."""
 
@@ -44,7 +55,8 @@ class StreamRecorder:
     # request's own with bound().
     max_output_events = 100_000
     max_tool_calls = 64
-    max_content_chars = 4 * 1024 * 1024
+    max_content_chars = 2 * 1024 * 1024
+    max_json_nodes = 20_000
 
     def __init__(self) -> None:
         self.t: list[int] = []  # perf_counter_ns of the read that delivered each entry
@@ -82,10 +94,17 @@ class StreamRecorder:
         self.finished = False  # stop reading: marker seen or the stream cannot continue
         self.final_status: str | None = None
 
-    def bound(self, max_output_events: int, max_tool_calls: int, max_content_chars: int) -> None:
+    def bound(
+        self,
+        max_output_events: int,
+        max_tool_calls: int,
+        max_content_chars: int,
+        max_json_nodes: int = 20_000,
+    ) -> None:
         self.max_output_events = max_output_events
         self.max_tool_calls = max_tool_calls
         self.max_content_chars = max_content_chars
+        self.max_json_nodes = max_json_nodes
 
     # -- helpers used by the dialects -------------------------------------------------
 
@@ -108,14 +127,16 @@ class StreamRecorder:
     def _other(self, t: int) -> None:
         """An event that carried no output: counted by the caller, not on the timeline."""
 
-    def _output(self, t: int, idx: int, ch: str, piece: str) -> None:
+    def _output(self, t: int, idx: int, ch: str, piece: str, carried: int = 0) -> None:
+        """One output event on the timeline. ``carried``: characters the event held
+        besides ``piece`` (tool-call text beside content): kept too, so counted too."""
         if len(self.t) >= self.max_output_events:
             self.over_limit(
                 f"more than {self.max_output_events} output events in one run "
                 "(limit max_output_events)"
             )
             return
-        self.content_chars += len(piece)
+        self.content_chars += len(piece) + carried
         if self.content_chars > self.max_content_chars:
             self.over_limit(
                 f"more than {self.max_content_chars} characters of output in one run "
@@ -165,6 +186,12 @@ class StreamRecorder:
             self.error_t = t
 
     def _parse(self, data: bytes, idx: int, t: int) -> dict[str, Any] | None:
+        if len(data) > JSON_SCAN_BYTES and json_nodes(data) > self.max_json_nodes:
+            self.over_limit(
+                f"SSE event {idx} holds more than {self.max_json_nodes} JSON objects, arrays "
+                "and items (limit max_json_nodes)"
+            )
+            return None
         try:
             obj = _loads(data)
         except _JSONError as exc:

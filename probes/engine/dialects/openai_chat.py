@@ -100,11 +100,15 @@ class OpenAIChat(StreamRecorder):
             self.reasoning_parts.append(reasoning)
         if tool is not None:
             self.tool_parts.append(tool)
+        # Every kind of text the event carried counts against max_content_chars, whichever
+        # one the timeline shows (1 MiB of tool arguments beside one character of content
+        # was stored whole as an ok run).
+        carried = len(tool) if tool is not None else 0
         if content is not None:
             piece = content if reasoning is None else reasoning + content
-            self._output(t, idx, "a", piece)
+            self._output(t, idx, "a", piece, carried)
         elif tool is not None:
-            self._output(t, idx, "t", tool)
+            self._output(t, idx, "t", tool, len(reasoning) if reasoning is not None else 0)
         elif reasoning is not None:
             self._output(t, idx, "r", reasoning)
         else:

@@ -78,3 +78,39 @@ def test_view_only_staff_and_visitors_see_no_form_and_are_refused(client, staff,
         assert client.post("/alerts/silences/", {"hours": 1, "reason": "x"}).status_code == 403
         assert client.post(f"/alerts/silences/{silence.pk}/end/").status_code == 403
     assert Silence.objects.count() == 1 and Silence.objects.active().exists()
+
+
+def test_a_silence_without_a_scope_needs_a_superuser(client, staff, endpoint, django_user_model):
+    client.force_login(staff("add_silence", "view_silence"))
+    refused = client.post("/alerts/silences/", {"hours": 720, "reason": "quiet please"})
+    assert refused.status_code == 400
+    assert "A silence needs a scope" in refused.content.decode()
+    assert not Silence.objects.exists()
+
+    scoped = client.post("/alerts/silences/", {"endpoint": endpoint.pk, "hours": 2, "reason": "x"})
+    assert scoped.status_code == 302 and Silence.objects.count() == 1
+
+    chief = django_user_model.objects.create_superuser("chief", "c@example.com", "pw-pw-pw-pw")
+    client.force_login(chief)
+    everything = client.post("/alerts/silences/", {"hours": 1, "reason": "planned outage"})
+    assert everything.status_code == 302
+    assert Silence.objects.get(reason="planned outage").scope_label == "everything"
+
+
+def test_the_admin_refuses_an_unscoped_silence_from_staff_too(client, staff):
+    user = staff("add_silence", "view_silence", "change_silence")
+    client.force_login(user)
+    now = timezone.now()
+    response = client.post(
+        "/admin/alerts/silence/add/",
+        {
+            "starts_at_0": now.strftime("%Y-%m-%d"),
+            "starts_at_1": now.strftime("%H:%M:%S"),
+            "ends_at_0": (now + timezone.timedelta(days=30)).strftime("%Y-%m-%d"),
+            "ends_at_1": now.strftime("%H:%M:%S"),
+            "reason": "everything off",
+        },
+    )
+    assert response.status_code == 200  # the form again, with the error
+    assert "A silence needs a scope" in response.content.decode()
+    assert not Silence.objects.exists()

@@ -6,6 +6,7 @@ import json
 from datetime import timedelta
 
 import pytest
+from django.contrib.auth.models import User
 
 from probes.models import Probe, Provider
 
@@ -169,11 +170,16 @@ def test_the_run_page_shows_the_timeline_timings_and_the_error(client, history, 
         workload,
         ago=timedelta(minutes=1),
         status="rate_limited",
+        reason="rate_limited",
         retry_after_s=12.0,
     )
     html = client.get(f"/runs/{failed.pk}/").content.decode()
-    assert "rate_limited" in html and "Service unavailable" in html and "12.0 s" in html
+    assert "rate_limited" in html and "12.0 s" in html
+    assert "the server asked us to slow down" in html  # our reason, not their words
+    assert "Service unavailable" not in html  # the engine's error text is for staff
     assert "No token timeline was stored" in html
+    client.force_login(User.objects.create_user("ops", password="pw", is_staff=True))
+    assert "Service unavailable" in client.get(f"/runs/{failed.pk}/").content.decode()
 
 
 def test_every_page_requires_login_when_the_setting_says_so(client, history, settings):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 from django.db import OperationalError, connection, transaction
@@ -175,3 +176,41 @@ def test_with_both_away_the_run_is_written_from_disk_when_postgres_returns(
     assert sorted(ProbeRun.objects.values_list("request_index", flat=True)) == [0, 1, 2]
     assert run_spool.disk_items() == []
     settings.REDIS_URL = redis_url
+
+
+def _rss_kib(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise AssertionError(f"no {field} in /proc/self/status")
+
+
+def test_a_100_mb_item_is_sized_before_it_is_read(probe, clean_redis):
+    huge = 100 * 1024 * 1024
+    raw = run_spool._spool_client()
+    raw.rpush(recorder.SPOOL_KEY, b"x" * huge)  # sent from here, then let go
+    recorder.spool(fields(probe))
+    rss_before = _rss_kib("VmRSS")
+    Path("/proc/self/clear_refs").write_text("5")  # Linux: VmHWM restarts from VmRSS
+
+    assert recorder.drain_spool() == 1
+
+    growth_mb = (_rss_kib("VmHWM") - rss_before) / 1024
+    assert growth_mb < 20, f"draining a 100 MB item grew the worker by {growth_mb:.0f} MB"
+    assert ProbeRun.objects.get().status == "ok"
+    assert clean_redis.llen(recorder.SPOOL_KEY) == 0
+    count, (entry,) = run_spool.rejected()
+    assert count == 1 and entry["bytes"] == huge and "limit" in entry["reason"]
+
+
+def test_an_oversize_disk_item_is_set_aside_unread(probe, spool_dir, clean_redis):
+    spool_dir.mkdir(parents=True)
+    path = spool_dir / "00000000000000000001-1-abcdef01.json"
+    with open(path, "wb") as f:  # sparse: 100 MB that cost no memory here to make
+        f.truncate(100 * 1024 * 1024)
+
+    assert run_spool.drain_disk() == 1
+
+    assert run_spool.disk_items() == []
+    count, (entry,) = run_spool.rejected()
+    assert count == 1 and entry["bytes"] == 100 * 1024 * 1024
