@@ -219,7 +219,8 @@ def series(request: HttpRequest, csv_suffix: bool = False) -> HttpResponse:
         {
             "endpoint_id": endpoint.pk,
             "metric": metric,
-            "bucket": history.history_bucket(filters.window),
+            # Which resolution the one rule picked for this series (queries/resolution.py).
+            "bucket": hist.resolution,
             **filters.as_params(),
             "points": points,
         }

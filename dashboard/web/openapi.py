@@ -172,7 +172,9 @@ def spec(base_url: str) -> dict:
             "/api/v1/series": {
                 "get": {
                     "summary": "Time series of one metric for one endpoint (p25/p50/p75/p95): "
-                    "a point per run up to 6 h (bucket run), hourly up to 7 d, daily beyond",
+                    "a point per run while the window holds up to 1,000 of its runs (bucket "
+                    "run), hourly rollups beyond while 1,000 hours fit, daily beyond that; "
+                    "bucket says which was used",
                     "parameters": [
                         _param("endpoint", "Endpoint id (catalog).", required=True),
                         _param("metric", "Metric.", enum=api.SERIES_METRICS),
