@@ -115,7 +115,8 @@ def _padded(values: Sequence[float], share: float = 0.12) -> list[float]:
 
 
 def _scatter(rows: Sequence[Row], x: str, y: str, title: str) -> dict:
-    points = [r for r in rows if r.figure(x) is not None and r.figure(y) is not None]
+    # Only ranked rows (queries/ranking.py): two runs are not a place on a chart either.
+    points = [r for r in rows if r.rank and r.figure(x) is not None and r.figure(y) is not None]
     fig = _figure(title, showlegend=False, xaxis=_axis(x), yaxis=_axis(y))
     if not points:
         return _empty(fig, _why_empty(rows, x, y))
@@ -157,6 +158,8 @@ def _why_empty(rows: Sequence[Row], x: str, y: str) -> str:
     for key in (x, y):
         if all(r.figure(key) is None for r in measured):
             return f"No row has a {METRICS[key].label} median in this window."
+    if not any(r.rank for r in rows):
+        return "No row ranks yet in this window: " + measured[0].unranked_reason
     return "No row has both figures in this window."
 
 

@@ -24,7 +24,7 @@ from dashboard.definitions import (
     STATUS_MEANINGS,
 )
 from dashboard.models import ROLLUP_METRICS
-from dashboard.queries import aggregates, history
+from dashboard.queries import aggregates, history, ranking
 from dashboard.queries import filters as query_filters
 from dashboard.queries import leaderboard as leaderboards
 from dashboard.web import badges, server_side
@@ -238,7 +238,7 @@ def _history_page(
     context.update(subject=subject, kind=kind, endpoints=endpoints, runs=runs, **extra)
     # Catalog endpoints nobody can measure (no key, disabled) and without runs in the
     # window are counted and listed apart, once, with the reason; not among the served.
-    idle = {e.pk: why for e in endpoints if (why := not_measured_reason(e))}
+    idle = {e.pk: why for e in endpoints if (why := ranking.not_measured_reason(e))}
     with_runs = {h.endpoint.pk for h in context["histories"] if h.totals.runs}
     context["idle"] = [(e, idle[e.pk]) for e in endpoints if e.pk in idle and e.pk not in with_runs]
     shown = {e.pk for e, _ in context["idle"]}
@@ -249,16 +249,6 @@ def _history_page(
         claims = leaderboards.claims_for(endpoints, context["filters"].workload)[endpoint.pk]
         context["claims"] = leaderboards.best_claims(claims, context["totals"])
     return render(request, "dashboard/history_page.html", context)
-
-
-def not_measured_reason(endpoint: Endpoint) -> str:
-    """Why no probe measures an endpoint ("needs a key", …), or "" when one may."""
-    provider = endpoint.provider
-    if provider.requires_key and not provider.has_key:
-        return "needs a key"
-    if not provider.enabled:
-        return "provider disabled"
-    return "" if endpoint.enabled else "endpoint disabled"
 
 
 @require_safe
@@ -396,5 +386,6 @@ def methodology(request: HttpRequest) -> HttpResponse:
         "workloads": workloads,
         "prefill_workloads": [w.slug for w in workloads if "prefill_tps" in w.headline_keys],
         "regions": query_filters.regions(),
+        "rank_min_ok_runs": ranking.min_ok_runs(),
     }
     return render(request, "dashboard/methodology.html", context)
