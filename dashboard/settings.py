@@ -239,7 +239,13 @@ if PRODUCTION:
     # Preloading is a commitment for the whole domain, so it stays opt-in and its
     # `check --deploy` reminder is silenced until an operator opts in.
     SILENCED_SYSTEM_CHECKS = [] if SECURE_HSTS_PRELOAD else ["security.W021"]
-    SECURE_REDIRECT_EXEMPT = [r"^status$", r"^metrics$", r"^metrics/alerts\.json$"]
+    SECURE_REDIRECT_EXEMPT = [
+        r"^status$",
+        r"^healthz$",
+        r"^readyz$",
+        r"^metrics$",
+        r"^metrics/alerts\.json$",
+    ]
 
 # Scripts, styles, fonts and data only from this site: no inline code (htmx's indicator
 # style is off, see base.html; charts read their JSON from <script type=application/json>).
