@@ -40,10 +40,10 @@ _NEGATIVE_PRICE = {"min_value": "A price cannot be negative."}
 # Form-only fields that take secrets in; never rendered back, never shown read-only.
 KEY_FIELDS = ["api_key", "forget_api_key"]
 HEADER_FIELDS = ["new_extra_headers", "forget_extra_headers"]
-WRITE_ONLY_FIELDS = KEY_FIELDS + HEADER_FIELDS
+WRITE_ONLY_FIELDS = [*KEY_FIELDS, *HEADER_FIELDS, "save_anyway"]
 
 
-class ProviderForm(forms.ModelForm):
+class ProviderForm(admin_capacity.CapacityCheckedForm, forms.ModelForm):
     api_key = forms.CharField(
         label="API key",
         required=False,
@@ -65,6 +65,9 @@ class ProviderForm(forms.ModelForm):
         "replacing the stored headers. Leave empty to keep them.",
     )
     forget_extra_headers = forms.BooleanField(label="Forget the stored headers", required=False)
+    save_anyway = admin_capacity.save_anyway_field()  # admin_capacity.CapacityCheckedForm
+    schedule_fields, error_field = admin_capacity.PROVIDER_SCHEDULE_FIELDS, "max_concurrency"
+    plan_of = staticmethod(admin_capacity.plan_after_provider_edit)
     # Set by ProviderAdmin.get_form: who is saving (only a superuser may bind a key
     # variable to a host it is not bound to).
     user = None
@@ -166,7 +169,7 @@ class EndpointInline(admin.TabularInline):
 
 
 @admin.register(Provider)
-class ProviderAdmin(admin.ModelAdmin):
+class ProviderAdmin(admin_capacity.CapacityNotedAdmin, admin.ModelAdmin):
     form = ProviderForm
 
     class Media:
@@ -216,6 +219,7 @@ class ProviderAdmin(admin.ModelAdmin):
                     *HEADER_FIELDS,
                     "max_concurrency",
                     "capacity_plan",
+                    "save_anyway",
                     ("connect_timeout_s", "first_token_timeout_s"),
                     ("stall_timeout_s", "total_timeout_s"),
                     "backoff_until",
@@ -441,7 +445,11 @@ class WorkloadAdmin(admin.ModelAdmin):
     ]
 
 
-class ProbeForm(forms.ModelForm):
+class ProbeForm(admin_capacity.CapacityCheckedForm, forms.ModelForm):
+    save_anyway = admin_capacity.save_anyway_field()  # admin_capacity.CapacityCheckedForm
+    schedule_fields, error_field = admin_capacity.PROBE_SCHEDULE_FIELDS, "interval_s"
+    plan_of = staticmethod(admin_capacity.plan_after_probe_edit)
+
     class Meta:
         model = Probe
         fields = [
@@ -460,7 +468,7 @@ class ProbeForm(forms.ModelForm):
 
 
 @admin.register(Probe)
-class ProbeAdmin(admin.ModelAdmin):
+class ProbeAdmin(admin_capacity.CapacityNotedAdmin, admin.ModelAdmin):
     form = ProbeForm
     # Compact columns: with the admin's navigation and filter sidebars, the list must fit
     # a laptop screen (1,400 px) without hiding its last columns.
