@@ -590,8 +590,8 @@ class WorkerCalibrationAdmin(ReadOnlyAdmin):
 class DispatchedSlotAdmin(ReadOnlyAdmin):
     """The slot ledger: what happened to every dispatched slot, lost ones with the reason."""
 
-    list_display = ["slot_at", "probe", "region", "state", "attempts", "worker", "deadline"]
-    list_filter = ["state", "region"]
+    list_display = ["slot_at", "probe", "state", admin_capacity.slot_reason, "attempts", "worker"]
+    list_filter = ["state", "reason_code", "region"]
     list_select_related = ["probe__endpoint__provider", "probe__workload"]
     search_fields = ["worker", "reason", "probe__endpoint__model_id"]
     date_hierarchy = "slot_at"

@@ -9,12 +9,12 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from django import forms
-from django.contrib import messages
+from django.contrib import admin, messages
 from django.db.models import Q
 from django.utils.html import format_html
 
 from probes.models import DispatchedSlot, Probe, Provider
-from probes.scheduling import capacity
+from probes.scheduling import capacity, ledger
 
 # Skips older than this are history, not a reason shown on the probe's row.
 SKIPS_SHOWN_FOR = timedelta(hours=24)
@@ -51,22 +51,32 @@ def utilisation_text(provider: Provider) -> str:
     return f"{use.describe()} — {verdict} ({use.probes} probe(s); durations {sources})."
 
 
-def recent_skips(probe: Probe, now: datetime | None = None) -> tuple[int, str]:
-    """How many of the probe's slots were skipped lately, and the latest reason."""
+def recent_skips(probe: Probe, now: datetime | None = None) -> tuple[int, str, str]:
+    """How many of the probe's slots were skipped lately, the latest reason (the slot
+    vocabulary's label, as every page says it) and its particulars."""
     since = (now or datetime.now(UTC)) - SKIPS_SHOWN_FOR
-    skipped = DispatchedSlot.objects.filter(probe=probe, state="skipped", slot_at__gte=since)
-    latest = skipped.order_by("-slot_at").values_list("reason", flat=True).first()
-    if latest is None:
-        return 0, ""
-    return skipped.count(), latest
+    skips = ledger.skips_by("probe_id", [probe.pk], since).get(probe.pk)
+    return (skips.count, skips.reason, skips.detail) if skips else (0, "", "")
 
 
 def skips_cell(probe: Probe) -> str:
-    count, reason = recent_skips(probe)
+    count, reason, detail = recent_skips(probe)
     if not count:
         return "–"
     return format_html(
-        '<span title="{}">{} in 24 h</span><br><small>{}</small>', reason, count, reason[:90]
+        '<span title="{}">{} in 24 h</span><br><small>{}</small>', detail, count, reason
+    )
+
+
+@admin.display(description="reason")
+def slot_reason(slot: DispatchedSlot) -> str:
+    """A closed slot's reason in the vocabulary's words, its particulars on hover."""
+    if not slot.closed_at:
+        return "–"
+    return format_html(
+        '<span title="{}">{}</span>',
+        slot.reason,
+        ledger.reason_label(slot.reason_code, slot.reason),
     )
 
 
