@@ -86,7 +86,13 @@ def mark_started(probe: Probe, slot_at: datetime, worker: str) -> bool:
     now = datetime.now(UTC)
     started = DispatchedSlot.objects.filter(
         probe_id=probe.pk, slot_at=slot_at, state__in=OPEN_SLOT_STATES
-    ).update(state="started", worker=worker[:200], deadline=now + run_budget(probe))
+    ).update(
+        # A new start (a re-send on another worker) forgets an earlier worker's stop.
+        state="started",
+        worker=worker[:200],
+        deadline=now + run_budget(probe),
+        stop_requested_at=None,
+    )
     if started:
         return True
     return not DispatchedSlot.objects.filter(probe_id=probe.pk, slot_at=slot_at).exists()
