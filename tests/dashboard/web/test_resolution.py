@@ -16,6 +16,7 @@ from dashboard.queries import history as endpoint_history
 from probes.models import ProbeRun
 
 from .conftest import make_run
+from .test_browser import browser, page  # noqa: F401  (the same real Chromium fixtures)
 
 pytestmark = pytest.mark.django_db
 
@@ -94,3 +95,25 @@ def test_rollup_points_stand_inside_their_runs_never_before_the_first(catalog, m
     assert 3 <= len(points) <= 4 and sum(p.samples for p in points) == 30
     assert all(first <= p.t <= last for p in points)
     assert all(t >= first for t, _, _ in hourly.availability)
+
+
+def test_a_fresh_install_chart_in_the_browser_draws_every_run(page, catalog):  # noqa: F811
+    """Real Chromium: the default-window TTFT chart of ten minutes of runs draws ten
+    points, its x axis starting at the first run, not 72 h earlier."""
+    e, workload = catalog["endpoints"]["fast"], catalog["workload"]
+    runs = [
+        make_run(e, workload, ago=timedelta(minutes=m, seconds=30), ttft_ms=100.0 + m)
+        for m in range(10)
+    ]
+    first = min(r.started_at for r in runs)
+    page.goto(f"{page.base}/endpoints/{e.pk}/")
+    page.wait_for_function("document.getElementById('history-ttft_ms')?.data?.length > 0")
+    points = page.evaluate(
+        "document.getElementById('history-ttft_ms').data"
+        ".filter(t => t.mode === 'lines+markers')[0].x.length"
+    )
+    start = page.evaluate("document.getElementById('history-ttft_ms').layout.xaxis.range[0]")
+    assert points == 10
+    # Plotly gives the range back in the page's time zone-less form: UTC wall time.
+    drawn = datetime.fromisoformat(str(start).replace(" ", "T")).replace(tzinfo=first.tzinfo)
+    assert first - timedelta(minutes=3) <= drawn <= first
