@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 from django.db.models import Q
@@ -33,6 +33,7 @@ from dashboard.queries.filters import Filters
 from dashboard.queries.streams import per_stream_speeds
 from probes import workloads
 from probes.models import Claim, Endpoint, Price, Probe, Workload
+from probes.scheduling import ledger
 
 
 @dataclass
@@ -365,6 +366,19 @@ def leaderboard(filters: Filters, now: datetime | None = None) -> Leaderboard:
     rows = ranking.rank(rows, workloads.rank_metric(workload), filters.sort_key, filters.descending)
     measured_claims(rows)
     return Leaderboard(filters, rows, start, now, workload)
+
+
+# Skips older than this are history, not a reason shown beside an empty row.
+SKIPS_SHOWN_FOR = timedelta(hours=24)
+
+
+def skipped_slots(rows: list[Row], workload: str | None) -> dict[int, ledger.Skips]:
+    """Skipped slots of the last day per row without runs, the latest reason in the slot
+    vocabulary's words (probes/scheduling/outcomes.py): the board and its API say why."""
+    unmeasured = [row.endpoint.pk for row in rows if not row.samples]
+    scope = {"probe__workload__slug": workload} if workload else {}
+    since = timezone.now() - SKIPS_SHOWN_FOR
+    return ledger.skips_by("probe__endpoint_id", unmeasured, since, **scope)
 
 
 def sparkline_bucket(window: str) -> str:

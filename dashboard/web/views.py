@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
 from functools import cache
 
 from django.db.models import Count
@@ -128,7 +127,7 @@ def leaderboard(request: HttpRequest) -> HttpResponse:
         },
         "firing_alerts": firing_by_endpoint(row.endpoint.pk for row in board.rows),
         # An empty cell says why: the slots that were skipped, and the latest reason.
-        "skipped_slots": _skips_of_unmeasured(board.rows, filters.workload),
+        "skipped_slots": leaderboards.skipped_slots(board.rows, filters.workload),
         "speed_price": charts.speed_vs_price(board.rows, board.rank_metric),
         "ttft_speed": charts.ttft_vs_speed(board.rows, board.rank_metric),
         "rank_label": f"median {METRICS[board.rank_metric].label}",
@@ -203,16 +202,6 @@ def _recent_runs(**scope) -> list[ProbeRun]:
         .select_related("endpoint__provider", "endpoint__canonical_model", "workload")
         .order_by("-started_at", "-id")[:RECENT_RUNS]
     )
-
-
-SKIPS_SHOWN_FOR = timedelta(hours=24)
-
-
-def _skips_of_unmeasured(rows, workload: str | None) -> dict:
-    unmeasured = [row.endpoint.pk for row in rows if not row.samples]
-    scope = {"probe__workload__slug": workload} if workload else {}
-    since = timezone.now() - SKIPS_SHOWN_FOR
-    return ledger.skips_by("probe__endpoint_id", unmeasured, since, **scope)
 
 
 def _history_page(
@@ -298,7 +287,7 @@ def endpoint_page(request: HttpRequest, pk: int) -> HttpResponse:
         probe_skips=ledger.skips_by(
             "probe_id",
             list(endpoint.probes.values_list("pk", flat=True)),
-            timezone.now() - SKIPS_SHOWN_FOR,
+            timezone.now() - leaderboards.SKIPS_SHOWN_FOR,
         ),
         alerts_template=ACTIVE_ALERTS_TEMPLATE if _has_alerts_partial() else None,
         **server_side.endpoint_context(endpoint),

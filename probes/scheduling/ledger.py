@@ -362,6 +362,12 @@ class Skips:
     count: int
     reason: str
     detail: str = ""
+    code: str = ""
+
+    def as_dict(self) -> dict:
+        """The API's shape: the vocabulary's code and label (the particulars stay in the
+        admin: they name workers and hosts)."""
+        return {"count": self.count, "reason_code": self.code or None, "reason": self.reason}
 
 
 def reason_label(code: str, detail: str) -> str:
@@ -384,10 +390,10 @@ def skips_by(key: str, ids: Collection[int], since: datetime, **scope) -> dict[i
         .values_list(key, "reason_code", "reason")
     )
     counts: dict[int, int] = {}
-    latest: dict[int, tuple[str, str]] = {}
+    latest: dict[int, tuple[str, str, str]] = {}
     for owner, code, detail in rows[:5000]:
         counts[owner] = counts.get(owner, 0) + 1
-        latest.setdefault(owner, (reason_label(code, detail), detail))
+        latest.setdefault(owner, (reason_label(code, detail), detail, code))
     return {owner: Skips(n, *latest[owner]) for owner, n in counts.items()}
 
 

@@ -90,3 +90,17 @@ def test_a_slot_that_ran_says_so(make_probe):
     assert ledger.mark_done(probe.pk, row.slot_at) == 1
     row.refresh_from_db()
     assert (row.state, row.reason_code) == ("done", "ran")
+
+
+def test_the_api_gives_the_same_reason(client, make_probe):
+    probe = make_probe(interval_s=60)
+    row = claimed(probe)
+    ledger.mark_skipped(probe.pk, row.slot_at, SlotReason.CAP_BUSY, BUSY)
+    answer = client.get("/api/v1/leaderboard", {"workload": probe.workload.slug}).json()
+    (mine,) = [r for r in answer["rows"] if r["endpoint_id"] == probe.endpoint_id]
+    assert mine["skipped_slots_24h"] == {
+        "count": 1,
+        "reason_code": "cap_busy",
+        "reason": "cap busy",
+    }
+    assert "voice-turn" not in str(mine)  # the particulars stay in the admin
