@@ -115,7 +115,8 @@ def _padded(values: Sequence[float], share: float = 0.12) -> list[float]:
 
 
 def _scatter(rows: Sequence[Row], x: str, y: str, title: str) -> dict:
-    points = [r for r in rows if r.figure(x) is not None and r.figure(y) is not None]
+    # Only ranked rows (queries/ranking.py): two runs are not a place on a chart either.
+    points = [r for r in rows if r.rank and r.figure(x) is not None and r.figure(y) is not None]
     # Labels are placed in trace order and the last ones dropped where crowded
     # (static/js/charts.js): the operator's own endpoints before the simulator's, so a
     # demo's dozen simulated points never hide the one endpoint the user added.
@@ -161,6 +162,8 @@ def _why_empty(rows: Sequence[Row], x: str, y: str) -> str:
     for key in (x, y):
         if all(r.figure(key) is None for r in measured):
             return f"No row has a {METRICS[key].label} median in this window."
+    if not any(r.rank for r in rows):
+        return "No row ranks yet in this window: " + measured[0].unranked_reason
     return "No row has both figures in this window."
 
 

@@ -7,9 +7,9 @@ from django.conf import settings
 from django.contrib.auth.views import redirect_to_login
 from django.http import HttpResponse
 
-# Always reachable: login itself, health (which then shows only ok / fail to anonymous
-# visitors), static assets.
-_OPEN_PREFIXES = ("/admin/login/", "/status", "/static/")
+# Always reachable: login itself, health and liveness / readiness (which then show only
+# ok / fail to anonymous visitors), static assets.
+_OPEN_PREFIXES = ("/admin/login/", "/status", "/healthz", "/readyz", "/static/")
 # What a scraper reads: the metrics, and the alert annotations Grafana draws over them.
 _METRICS = ("/metrics", "/metrics/alerts.json")
 

@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 _KEY = "inferwatch:ratelimit:{bucket}:{client}:{window}"
 # Static files cost nothing; /status and /metrics are polled by load balancers, uptime
 # monitors and Prometheus, which must never read a 429 as "down".
-_NOT_COUNTED = ("/static/", "/status", "/metrics")
+_NOT_COUNTED = ("/static/", "/status", "/healthz", "/readyz", "/metrics")
 
 
 @dataclass(frozen=True)

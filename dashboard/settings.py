@@ -254,7 +254,13 @@ if PRODUCTION:
     # Preloading is a commitment for the whole domain, so it stays opt-in and its
     # `check --deploy` reminder is silenced until an operator opts in.
     SILENCED_SYSTEM_CHECKS = [] if SECURE_HSTS_PRELOAD else ["security.W021"]
-    SECURE_REDIRECT_EXEMPT = [r"^status$", r"^metrics$", r"^metrics/alerts\.json$"]
+    SECURE_REDIRECT_EXEMPT = [
+        r"^status$",
+        r"^healthz$",
+        r"^readyz$",
+        r"^metrics$",
+        r"^metrics/alerts\.json$",
+    ]
 
 # Scripts, styles, fonts and data only from this site: no inline code (htmx's indicator
 # style is off, see base.html; charts read their JSON from <script type=application/json>).
@@ -353,6 +359,9 @@ DISPATCH_INTERVAL_S = env_int("DISPATCH_INTERVAL_S", 5, minimum=1)
 # The home page's workload (and the history pages' default).
 DEFAULT_WORKLOAD = env_str("DEFAULT_WORKLOAD", "standard-1k")
 MIN_SPEED_TOKENS = env_int("MIN_SPEED_TOKENS", 50, minimum=1)
+# A board row ranks only with this many successful runs in the window (queries/ranking.py):
+# one or two runs are an anecdote, not a place; stated on /methodology/.
+RANK_MIN_OK_RUNS = env_int("RANK_MIN_OK_RUNS", 3, minimum=1)
 RAW_RUN_RETENTION_DAYS = env_int("RAW_RUN_RETENTION_DAYS", 90, minimum=1)
 # Runs faster than this share of the worker's own measured ceiling are flagged.
 CLIENT_BOUND_MARGIN = env_float("CLIENT_BOUND_MARGIN", 0.8, minimum=0.0)

@@ -29,6 +29,7 @@ from probes.models import DispatchedSlot, Probe, WorkerCalibration
 from probes.onboarding.calibration import calibrate
 from probes.recording import recorder, retention
 from probes.scheduling import caps, dispatch, heartbeat, lateness, ledger, maintenance
+from probes.scheduling.outcomes import SlotReason
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +88,10 @@ def _stopping(sender, **kwargs) -> None:
     (skipped, "stopped before it could start"), and what the stop leaves open is recorded
     as stopped, not lost."""
     heartbeat.mark_stopping(str(sender))
+    try:  # in the database too: a kill after the grace must not turn the stop into a loss
+        ledger.mark_stop_requested(str(sender))
+    except DB_ERRORS as exc:
+        log.warning("Could not record the stop of %s on its slots (%s)", sender, exc)
 
 
 @task_retry.connect
@@ -203,12 +208,13 @@ def run_probe(self, probe_id: int, slot_iso: str | None = None) -> dict | None:
         # would bunch it with the next slot. Skipped, never a catch-up burst.
         late_s = (datetime.now(UTC) - slot_at).total_seconds()
         reason = f"Skipped: would have started {late_s:,.0f} s after its slot; not run late."
-        _settle_quietly(ledger.mark_skipped, probe.pk, slot_at, reason)
+        _settle_quietly(ledger.mark_skipped, probe.pk, slot_at, SlotReason.STARTED_LATE, reason)
         log.info("Probe %s slot %s: %s", probe_id, slot_iso, reason)
         return None
     window = slot_at and maintenance.window_at(probe.endpoint, slot_at, pausing=True)
     if window:  # planned: the operator asked for no requests now
-        _settle_quietly(ledger.mark_skipped, probe.pk, slot_at, maintenance.skip_reason(window))
+        reason = maintenance.skip_reason(window)
+        _settle_quietly(ledger.mark_skipped, probe.pk, slot_at, SlotReason.MAINTENANCE, reason)
         log.info("Probe %s slot %s: in maintenance window %s", probe_id, slot_iso, window)
         return None
     try:
@@ -219,22 +225,24 @@ def run_probe(self, probe_id: int, slot_iso: str | None = None) -> dict | None:
         # Waited its turn for as long as it could still start on time: skipped at once,
         # saying which cap was full and who held it (one line, no retry).
         reason = f"Skipped: {busy.reason}; it could not start within its lateness budget."
-        return _skip(probe, slot_at, reason)
+        return _skip(probe, slot_at, SlotReason.CAP_BUSY, reason)
     except caps.Stopped:
         reason = "Skipped: stopped before it could start (its worker was shutting down)."
-        return _skip(probe, slot_at, reason)
+        return _skip(probe, slot_at, SlotReason.STOPPED, reason)
     except caps.TooNarrow as narrow:
         # Retrying cannot help until an operator raises the cap: say so on the ledger.
         log.warning("Probe %s slot %s skipped: %s", probe_id, slot_iso, narrow)
         if slot_at is not None:
-            _settle_quietly(ledger.mark_skipped, probe.pk, slot_at, str(narrow))
+            code = SlotReason.CAP_TOO_NARROW
+            _settle_quietly(ledger.mark_skipped, probe.pk, slot_at, code, str(narrow))
         return None
     except runner.BackingOff as backing_off:
         expires = self.request.expires and datetime.fromisoformat(self.request.expires)
         if expires and backing_off.until >= expires:
             log.info("Probe %s slot %s skipped: %s", probe_id, slot_iso, backing_off)
             if slot_at is not None:
-                _settle_quietly(ledger.mark_skipped, probe.pk, slot_at, str(backing_off))
+                code, why = SlotReason.PROVIDER_BACKING_OFF, str(backing_off)
+                _settle_quietly(ledger.mark_skipped, probe.pk, slot_at, code, why)
             return None
         raise self.retry(eta=backing_off.until, max_retries=None, expires=expires) from None
     if slot_at is not None:
@@ -255,9 +263,9 @@ def _wait(probe: Probe, slot_at: datetime | None, worker: str) -> caps.Wait:
     return caps.Wait(until.timestamp(), probe.workload.slug, partial(heartbeat.is_stopping, worker))
 
 
-def _skip(probe: Probe, slot_at: datetime | None, reason: str) -> None:
+def _skip(probe: Probe, slot_at: datetime | None, code: SlotReason, reason: str) -> None:
     if slot_at is not None:
-        _settle_quietly(ledger.mark_skipped, probe.pk, slot_at, reason)
+        _settle_quietly(ledger.mark_skipped, probe.pk, slot_at, code, reason)
     log.info("Probe %s slot %s %s", probe.pk, slot_at and slot_at.isoformat(), reason)
 
 

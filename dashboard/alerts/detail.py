@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from dashboard.alerts.models import AlertEvent
 from dashboard.alerts.samples import ERROR_STATUSES, usable_runs
+from dashboard.models import ROLLUP_METRICS
+from dashboard.queries import resolution
 from probes.models import ProbeRun
 
 # The chart shows this much before the recent window (at least the rule's baseline).
@@ -41,33 +43,53 @@ def runs_used(event: AlertEvent) -> list[ProbeRun]:
 
 
 def _span(event: AlertEvent):
-    """The chart's time range: the baseline's length (at least _CONTEXT) before the
-    window that fired it, until it resolved (plus an hour) or _CONTEXT after it fired."""
+    """The chart's time range: its baseline window (a regression's; _CONTEXT for other
+    rules) before the window that fired it, until it resolved (plus an hour) or
+    _CONTEXT after it fired, and never before the series' first run: a baseline that
+    began with the install is drawn from there, not hours of empty axis before it."""
     decided = _decided_at(event)
     window_start = event.window_start or decided
     rule = event.rule
-    context = max(_CONTEXT, rule.baseline_window if rule else _CONTEXT)
+    regression = rule is not None and event.baseline_value is not None
+    start = window_start - (rule.baseline_window if regression else _CONTEXT)
     end = event.resolved_at or timezone.now()
-    end = min(end, decided + context) if event.resolved_at is None else end + timedelta(hours=1)
-    return window_start - context, window_start, decided, end
+    end = min(end, decided + _CONTEXT) if event.resolved_at is None else end + timedelta(hours=1)
+    first = (
+        _series_runs(event)
+        .exclude(role="step")
+        .filter(started_at__gte=start, started_at__lt=end)
+        .order_by("started_at")
+        .values_list("started_at", flat=True)
+        .first()
+    )
+    start = max(start, first) if first else start
+    return start, window_start, decided, end
 
 
-def _rate_points(event: AlertEvent, start, end) -> tuple[list, list, list]:
-    """The share of failed (or ok) runs per _BUCKET, as the rule counts them."""
+def _resolution(event: AlertEvent, start, end) -> str:
+    """The one rule every chart follows (dashboard/queries/resolution.py)."""
+    scope = Q(workload_id=event.workload_id, region=event.region)
+    return resolution.resolution(scope, [event.endpoint_id], start, end)
+
+
+def _rate_points(event: AlertEvent, start, end, grain: str) -> tuple[list, list, list]:
+    """The share of failed (or ok) runs per _BUCKET (per hour or day where the window
+    holds more runs than a chart draws one by one), as the rule counts them."""
+    length = _BUCKET if grain == resolution.RUN else timedelta(hours=1 if grain == "hour" else 24)
     rows = (
         _series_runs(event)
         .exclude(role="step")
         .filter(started_at__gte=start, started_at__lt=end)
         .order_by("started_at")
-        .values_list("started_at", "status")[:_MAX_POINTS]
+        .values_list("started_at", "status")
     )
     buckets: dict = {}
-    for at, status in rows:
-        key = start + (at - start) // _BUCKET * _BUCKET
+    for at, status in rows.iterator(chunk_size=5000):
+        key = start + (at - start) // length * length
         hit = status == "ok" if event.metric == "success_rate" else status in ERROR_STATUSES
         hits, runs = buckets.get(key, (0, 0))
         buckets[key] = (hits + hit, runs + 1)
-    xs = [(key + _BUCKET / 2).isoformat() for key in buckets]
+    xs = [min(key + length / 2, end).isoformat() for key in buckets]
     return xs, [hits / runs for hits, runs in buckets.values()], [n for _, n in buckets.values()]
 
 
@@ -91,14 +113,36 @@ def _staleness_points(event: AlertEvent, start, end) -> tuple[list, list, list]:
     return xs, ys, pks
 
 
+def _rolled_points(event: AlertEvent, start, end) -> tuple[list, list, list]:
+    """Hourly or daily medians of the series, as the history charts draw them."""
+    from dashboard.queries.history import history_between
+
+    (h,) = history_between(
+        [event.endpoint],
+        start,
+        end,
+        workload=event.workload,
+        region=event.region,
+        metrics=[event.metric],
+    )
+    points = h.series[event.metric]
+    return [p.t.isoformat() for p in points], [p.p50 for p in points], [p.samples for p in points]
+
+
+def _padded(start, end) -> list[str]:
+    pad = max((end - start) * 0.02, timedelta(minutes=1))
+    return [(start - pad).isoformat(), (end + pad).isoformat()]
+
+
 def event_chart(event: AlertEvent) -> dict:
     """A plotly figure for every kind of alert: the series around it (each run's value;
     the failed share per 10 minutes for error and success rates; minutes since the last
     ok run for freshness), the recent window shaded, the moment it changed, the limit it
     crossed, and for a regression the baseline band."""
     start, window_start, decided, end = _span(event)
+    grain = _resolution(event, start, end)
     if event.metric in ("success_rate", "error_rate"):
-        xs, ys, counts = _rate_points(event, start, end)
+        xs, ys, counts = _rate_points(event, start, end, grain)
         trace = {
             "type": "scatter",
             "mode": "lines+markers",
@@ -117,6 +161,15 @@ def event_chart(event: AlertEvent) -> dict:
             "hovertemplate": "run %{customdata}: %{y} min since an ok run<extra></extra>",
         }
         yaxis = {"title": {"text": "minutes since an ok run"}, "rangemode": "tozero"}
+    elif grain != resolution.RUN and event.metric in ROLLUP_METRICS:
+        xs, ys, counts = _rolled_points(event, start, end)
+        trace = {
+            "type": "scatter",
+            "mode": "lines+markers",
+            "customdata": counts,
+            "hovertemplate": f"median %{{y:.4g}} of %{{customdata}} runs ({grain})<extra></extra>",
+        }
+        yaxis = {"title": {"text": event.metric_label}}
     else:
         rows = list(
             _series_runs(event)
@@ -189,8 +242,10 @@ def event_chart(event: AlertEvent) -> dict:
         "layout": {
             "shapes": shapes,
             "margin": {"l": 64, "r": 10, "t": 10, "b": 40},
-            # Standoffs keep the y axis's 0 off the x axis's first date in the corner.
-            "xaxis": {"ticklabelstandoff": 8},
+            # Standoffs keep the y axis's 0 off the x axis's first date in the corner. The
+            # axis spans the baseline and recent windows (from the first run), a little
+            # margin each side so edge points are not cut in half.
+            "xaxis": {"ticklabelstandoff": 8, "type": "date", "range": _padded(start, end)},
             "yaxis": {**yaxis, "ticklabelstandoff": 6},
             "showlegend": False,
         },

@@ -12,12 +12,11 @@ from django.utils import timezone
 from dashboard import histogram
 from dashboard.definitions import runs_by_cause
 from dashboard.models import ROLLUP_METRICS
+from dashboard.queries import resolution
 from dashboard.queries.aggregates import (
     ALL,
-    DAY,
     DEFAULT_HISTORY_WINDOW,
     HISTORY_WINDOWS,
-    HOUR,
     Agg,
     collect,
     scope_of,
@@ -43,19 +42,7 @@ class EndpointHistory:
     availability: list[tuple[datetime, float | None, int]]  # (t, success rate, runs)
     totals: Agg
     causes: list[tuple[datetime, dict[str, int]]] = field(default_factory=list)  # runs by cause
-
-
-# Windows this short draw one point per run (raw runs, a few hundred at most): an hour
-# of hourly buckets would be one or two dots.
-RUN_POINTS_UP_TO = 6 * HOUR
-
-
-def history_bucket(window: str) -> str:
-    """A point per run up to 6 h, hourly points up to a week, daily beyond."""
-    span = HISTORY_WINDOWS[window]
-    if span <= RUN_POINTS_UP_TO:
-        return "run"
-    return "hour" if span <= 7 * DAY else "day"
+    resolution: str = resolution.RUN  # "run", "hour" or "day" (queries/resolution.py)
 
 
 def run_points(
@@ -91,17 +78,39 @@ def history(
     metrics: Iterable[str] = ROLLUP_METRICS,
     now: datetime | None = None,
 ) -> list[EndpointHistory]:
-    """Per endpoint: p25/p50/p75 per time bucket for each metric, and availability."""
+    """Per endpoint: p25/p50/p75 per point for each metric, and availability, over the
+    named window."""
     now = now or timezone.now()
-    start = now - HISTORY_WINDOWS[window]
-    bucket = history_bucket(window)
-    scope = scope_of([e.pk for e in endpoints], workload, region)
-    # Availability, causes and totals stay hourly for per-run windows: one run is a 0 or 1.
-    data = collect(
-        scope, start, now, group_by=("endpoint",), bucket="hour" if bucket == "run" else bucket
+    return history_between(
+        endpoints,
+        now - HISTORY_WINDOWS[window],
+        now,
+        workload=workload,
+        region=region,
+        metrics=metrics,
     )
+
+
+def history_between(
+    endpoints: list[Endpoint],
+    start: datetime,
+    now: datetime,
+    *,
+    workload: Workload | None = None,
+    region: str = ALL,
+    metrics: Iterable[str] = ROLLUP_METRICS,
+) -> list[EndpointHistory]:
+    """Per endpoint: p25/p50/p75 per point for each metric, and availability, over
+    [start, now], at the resolution its data calls for (queries/resolution.py)."""
+    ids = [e.pk for e in endpoints]
+    scope = scope_of(ids, workload, region)
+    bucket = resolution.resolution(scope, ids, start, now)
+    firsts = resolution.first_runs(scope, ids, start, now)
+    # Availability, causes and totals stay hourly for per-run points: one run is a 0 or 1.
+    rolled = resolution.HOUR if bucket == resolution.RUN else bucket
+    data = collect(scope, start, now, group_by=("endpoint",), bucket=rolled)
     metrics = list(metrics)
-    per_run = run_points(scope, start, now, metrics) if bucket == "run" else {}
+    per_run = run_points(scope, start, now, metrics) if bucket == resolution.RUN else {}
     by_endpoint: dict[int, list[tuple[datetime, Agg]]] = defaultdict(list)
     for ((endpoint_id,), when), agg in data.items():
         by_endpoint[endpoint_id].append((when, agg))
@@ -111,27 +120,34 @@ def history(
         totals = Agg()
         for _, agg in points:
             totals.merge(agg)
-        series = {
-            m: [
-                SeriesPoint(
-                    t,
-                    agg.percentile(m, 25),
-                    agg.percentile(m, 50),
-                    agg.percentile(m, 75),
-                    histogram.count(agg.hists[m]),
-                    agg.percentile(m, 95),
-                )
-                for t, agg in points
-                if agg.hists[m]
-            ]
-            for m in metrics
-        }
-        if bucket == "run":
+        # Each rollup point inside its samples' span, never before the series' first run.
+        points = [
+            (resolution.placed(t, rolled, firsts.get(e.pk), agg.last_run_at, now), agg)
+            for t, agg in points
+        ]
+        if bucket == resolution.RUN:
             series = {m: per_run.get(e.pk, {}).get(m, []) for m in metrics}
+        else:
+            series = {m: _rolled_series(points, m) for m in metrics}
         availability = [(t, agg.success_rate, agg.runs) for t, agg in points]
         causes = [(t, runs_by_cause(agg.status_counts)) for t, agg in points if agg.runs]
-        out.append(EndpointHistory(e, series, availability, totals, causes))
+        out.append(EndpointHistory(e, series, availability, totals, causes, bucket))
     return out
+
+
+def _rolled_series(points: list[tuple[datetime, Agg]], metric: str) -> list[SeriesPoint]:
+    return [
+        SeriesPoint(
+            t,
+            agg.percentile(metric, 25),
+            agg.percentile(metric, 50),
+            agg.percentile(metric, 75),
+            histogram.count(agg.hists[metric]),
+            agg.percentile(metric, 95),
+        )
+        for t, agg in points
+        if agg.hists[metric]
+    ]
 
 
 def status_breakdown(agg: Agg) -> list[tuple[str, int, float]]:

@@ -5,14 +5,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 from django.db.models import Q
 from django.utils import timezone
 
-from dashboard.definitions import METRICS, shares_by_cause
+from dashboard.definitions import shares_by_cause
 from dashboard.models import ROLLUP_METRICS, WindowSnapshot
+from dashboard.queries import ranking
 from dashboard.queries.aggregates import (
     ALL,
     HOUR,
@@ -31,8 +32,8 @@ from dashboard.queries.aggregates import (
 from dashboard.queries.filters import Filters
 from dashboard.queries.streams import per_stream_speeds
 from probes import workloads
-from probes.engine.contract import SPEED_METRICS
 from probes.models import Claim, Endpoint, Price, Probe, Workload
+from probes.scheduling import ledger
 
 
 @dataclass
@@ -264,6 +265,18 @@ def best_claims(
     ]
 
 
+def measured_claims(rows: list[Row]) -> None:
+    """A claim is shown only beside a figure the board measures: a metric no row has a
+    figure for (a speed claim on a board of answers too short for speed) is dropped; a
+    row without a successful run shows no measured figure beside its claims."""
+    measured = {c.metric for r in rows if r.agg.ok_runs for c in r.claims if c.measured is not None}
+    for row in rows:
+        row.claims = [c for c in row.claims if c.metric in measured]
+        if not row.agg.ok_runs:
+            for c in row.claims:
+                c.measured = None
+
+
 @dataclass
 class Leaderboard:
     filters: Filters
@@ -346,62 +359,26 @@ def leaderboard(filters: Filters, now: datetime | None = None) -> Leaderboard:
                 stream_tps=streams.get(e.pk),
             )
         )
-    rank_rows(rows, workloads.rank_metric(workload))
-    ranked = sort_rows([r for r in rows if r.rank], filters.sort_key, filters.descending)
-    unranked = sort_rows([r for r in rows if not r.rank], filters.sort_key, filters.descending)
-    rows = ranked + unranked
-    greyed = [
-        Row(
-            e,
-            Agg(),
-            None,
-            [],
-            [],
-            not_applicable=True,
-            unranked_reason="The workload does not fit this endpoint's context.",
-        )
-        for e in shown
-        if e.pk in not_applicable
+    rows += [
+        Row(e, Agg(), None, [], [], not_applicable=True) for e in shown if e.pk in not_applicable
     ]
-    rows += sorted(greyed, key=lambda r: r.sort_value("provider"))
+    # The one rule (queries/ranking.py): rank, order and each unranked row's reason.
+    rows = ranking.rank(rows, workloads.rank_metric(workload), filters.sort_key, filters.descending)
+    measured_claims(rows)
     return Leaderboard(filters, rows, start, now, workload)
 
 
-def rank_rows(rows: list[Row], metric: str) -> None:
-    """Number the rows with a `metric` median, best first (ties share a number); the
-    others get no number and the reason why."""
-    better_higher = METRICS[metric].better == "higher"
-    ranked = [r for r in rows if r.figure(metric) is not None]
-    ranked.sort(key=lambda r: -r.figure(metric) if better_higher else r.figure(metric))
-    previous, place = None, 0
-    for i, row in enumerate(ranked, start=1):
-        value = row.figure(metric)
-        if value != previous:
-            place, previous = i, value
-        row.rank = place
-    for row in rows:
-        if row.rank is None:
-            row.unranked_reason = unranked_reason(row, metric)
+# Skips older than this are history, not a reason shown beside an empty row.
+SKIPS_SHOWN_FOR = timedelta(hours=24)
 
 
-def unranked_reason(row: Row, metric: str) -> str:
-    """Why a row has no figure to rank by, in the reader's words."""
-    if not row.samples:
-        return "No runs in this window."
-    if not row.agg.ok_runs:
-        return "No successful run in this window."
-    if metric in SPEED_METRICS:
-        return "Answers too short to rank on speed."
-    return f"No {METRICS[metric].label.lower()} measured in this window."
-
-
-def sort_rows(rows: list[Row], key: str, descending: bool) -> list[Row]:
-    """Sorted by `key`; rows without a value always last, whatever the direction."""
-    with_value = [r for r in rows if r.sort_value(key) is not None]
-    without = [r for r in rows if r.sort_value(key) is None]
-    with_value.sort(key=lambda r: r.sort_value(key), reverse=descending)
-    without.sort(key=lambda r: r.sort_value("provider"))
-    return with_value + without
+def skipped_slots(rows: list[Row], workload: str | None) -> dict[int, ledger.Skips]:
+    """Skipped slots of the last day per row without runs, the latest reason in the slot
+    vocabulary's words (probes/scheduling/outcomes.py): the board and its API say why."""
+    unmeasured = [row.endpoint.pk for row in rows if not row.samples]
+    scope = {"probe__workload__slug": workload} if workload else {}
+    since = timezone.now() - SKIPS_SHOWN_FOR
+    return ledger.skips_by("probe__endpoint_id", unmeasured, since, **scope)
 
 
 def sparkline_bucket(window: str) -> str:

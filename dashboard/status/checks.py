@@ -184,13 +184,16 @@ def check_lost_slots(now: datetime) -> Check:
                 "probe": str(row.probe),
                 "slot_at": row.slot_at.isoformat(),
                 "attempts": row.attempts,
-                "reason": row.reason,
+                # The slot vocabulary's words (probes/scheduling/outcomes.py), as on every
+                # page and /metrics; the particulars beside them.
+                "reason": ledger.reason_label(row.reason_code, row.reason),
+                "detail": row.reason,
             }
             for row in latest
         ]
         causes = Counter(
-            ledger.lost_cause(reason) or "cause not recorded"
-            for reason in lost.values_list("reason", flat=True)[:1000]
+            ledger.reason_label(code, reason)
+            for code, reason in lost.values_list("reason_code", "reason")[:1000]
         )
     except DatabaseError as exc:
         connection.close()

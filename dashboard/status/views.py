@@ -1,4 +1,7 @@
-"""/status: is every part of Inferwatch running? HTML for people, JSON for monitors."""
+"""/status: is every part of Inferwatch running? HTML for people, JSON for monitors,
+always 200 with the state in its body (a scheduling mistake must not take a site down
+behind a load balancer). /healthz (liveness: the process serves) and /readyz (database
+and Redis answer) give the status codes load balancers and orchestrators act on."""
 
 from __future__ import annotations
 
@@ -10,7 +13,8 @@ from django.template.loader import select_template
 from django.views.decorators.cache import never_cache
 
 from dashboard.shared_result import SharedResult
-from dashboard.status.checks import FAIL, OK, as_dict, run_checks
+from dashboard.status.checks import FAIL, OK, as_dict, check_database, check_redis, run_checks
+from probes.platform.redis_client import redis_client
 
 _anonymous_report: SharedResult[dict] = SharedResult()
 
@@ -43,19 +47,40 @@ def status(request: HttpRequest, as_json: bool = False) -> HttpResponse:
         report = _anonymous_report.get(
             settings.PUBLIC_SURFACE_CACHE_S, lambda: as_dict(run_checks())
         )
-    # 503 lets load balancers and uptime monitors see a failure without parsing the body.
-    code = 503 if report["status"] == FAIL else 200
+    # 200 whatever the state: the body says ok / warn / fail. A monitor alerts on the
+    # body; a load balancer points at /readyz, which fails only when this process
+    # cannot serve pages (a late worker or an over-full plan is not a reason to stop).
     if not _may_see_details(staff):
-        report = {"status": FAIL if code == 503 else OK, "checked_at": report["checked_at"]}
+        report = {"status": report["status"], "checked_at": report["checked_at"]}
     if as_json or request.GET.get("format") == "json":
-        response = JsonResponse(report, status=code)
-    else:
-        # The site's layout when the pages app provides one; a standalone page otherwise.
-        base = select_template(["base.html", "status/standalone.html"])
-        response = render(
-            request, "status/status.html", {"report": report, "base": base}, status=code
-        )
-    # A dependency being down is what this page reports, not an error of the page: skip
-    # Django's ERROR log line (and mail to ADMINS) on every poll of an uptime monitor.
+        return JsonResponse(report)
+    # The site's layout when the pages app provides one; a standalone page otherwise.
+    base = select_template(["base.html", "status/standalone.html"])
+    return render(request, "status/status.html", {"report": report, "base": base})
+
+
+@never_cache
+def healthz(request: HttpRequest) -> HttpResponse:
+    """Liveness: this process answers HTTP. Touches neither the database nor Redis, so a
+    restart is never ordered for a dependency's outage."""
+    return JsonResponse({"status": OK})
+
+
+@never_cache
+def readyz(request: HttpRequest) -> HttpResponse:
+    """Readiness: the database and Redis answer (what every page needs); 503 otherwise,
+    so a load balancer sends visitors elsewhere. Names and states only: the messages
+    (hosts, database names) are /status's details, for staff."""
+    client = redis_client(timeout_s=1.0)
+    try:
+        checks = [check_database(), check_redis(client)]
+    finally:
+        client.close()
+    ready = all(c.state != FAIL for c in checks)
+    response = JsonResponse(
+        {"status": OK if ready else FAIL, "checks": {c.name: c.state for c in checks}},
+        status=200 if ready else 503,
+    )
+    # Down is what this answers, not an error of the view: no ERROR log line per poll.
     response._has_been_logged = True
     return response

@@ -157,6 +157,11 @@ def leaderboard(request: HttpRequest, csv_suffix: bool = False) -> HttpResponse:
     filters = query_filters.parse_filters(request.GET)
     board = leaderboards.leaderboard(filters)
     rows = [row.as_dict() for row in board.rows]
+    # A row without runs says why, in the slot vocabulary's words, as the page does.
+    skips = leaderboards.skipped_slots(board.rows, filters.workload)
+    for row in rows:
+        skip = skips.get(row["endpoint_id"])
+        row["skipped_slots_24h"] = skip.as_dict() if skip else None
     if _wants_csv(request, csv_suffix):
         return _csv("leaderboard", LEADERBOARD_COLUMNS, [_flat_causes(row) for row in rows])
     return JsonResponse(
@@ -219,7 +224,8 @@ def series(request: HttpRequest, csv_suffix: bool = False) -> HttpResponse:
         {
             "endpoint_id": endpoint.pk,
             "metric": metric,
-            "bucket": history.history_bucket(filters.window),
+            # Which resolution the one rule picked for this series (queries/resolution.py).
+            "bucket": hist.resolution,
             **filters.as_params(),
             "points": points,
         }

@@ -88,10 +88,17 @@ def _leaderboard_row() -> dict:
         "rank": {
             "type": ["integer", "null"],
             "description": "Place by the workload's rank metric (output speed, TTFT, tool-call "
-            "or first-sentence time, loop time), 1 = best; null where the row has no such "
-            "figure in the window (see unranked_reason).",
+            "or first-sentence time, loop time), 1 = best; null where the row has fewer than "
+            "RANK_MIN_OK_RUNS (3) successful runs or no such figure in the window (see "
+            "unranked_reason). Ranked rows come first.",
         },
         "unranked_reason": {"type": ["string", "null"]},
+        "skipped_slots_24h": {
+            "type": ["object", "null"],
+            "description": "For a row without runs: its slots skipped in the last 24 h "
+            "(count) and the latest one's reason_code and reason, the slot-outcome "
+            "vocabulary the pages and /metrics use (cap_busy, provider_backing_off, …).",
+        },
         "availability_by_cause": {
             "type": ["object", "null"],
             "description": "Shares of the window's runs by cause (they sum to 1): "
@@ -172,7 +179,9 @@ def spec(base_url: str) -> dict:
             "/api/v1/series": {
                 "get": {
                     "summary": "Time series of one metric for one endpoint (p25/p50/p75/p95): "
-                    "a point per run up to 6 h (bucket run), hourly up to 7 d, daily beyond",
+                    "a point per run while the window holds up to 1,000 of its runs (bucket "
+                    "run), hourly rollups beyond while 1,000 hours fit, daily beyond that; "
+                    "bucket says which was used",
                     "parameters": [
                         _param("endpoint", "Endpoint id (catalog).", required=True),
                         _param("metric", "Metric.", enum=api.SERIES_METRICS),

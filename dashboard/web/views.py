@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
 from functools import cache
 
 from django.db.models import Count
@@ -24,7 +23,7 @@ from dashboard.definitions import (
     STATUS_MEANINGS,
 )
 from dashboard.models import ROLLUP_METRICS
-from dashboard.queries import aggregates, history
+from dashboard.queries import aggregates, history, ranking
 from dashboard.queries import filters as query_filters
 from dashboard.queries import leaderboard as leaderboards
 from dashboard.web import badges, server_side
@@ -128,7 +127,7 @@ def leaderboard(request: HttpRequest) -> HttpResponse:
         },
         "firing_alerts": firing_by_endpoint(row.endpoint.pk for row in board.rows),
         # An empty cell says why: the slots that were skipped, and the latest reason.
-        "skipped_slots": _skips_of_unmeasured(board.rows, filters.workload),
+        "skipped_slots": leaderboards.skipped_slots(board.rows, filters.workload),
         "speed_price": charts.speed_vs_price(board.rows, board.rank_metric),
         "ttft_speed": charts.ttft_vs_speed(board.rows, board.rank_metric),
         "rank_label": f"median {METRICS[board.rank_metric].label}",
@@ -205,16 +204,6 @@ def _recent_runs(**scope) -> list[ProbeRun]:
     )
 
 
-SKIPS_SHOWN_FOR = timedelta(hours=24)
-
-
-def _skips_of_unmeasured(rows, workload: str | None) -> dict:
-    unmeasured = [row.endpoint.pk for row in rows if not row.samples]
-    scope = {"probe__workload__slug": workload} if workload else {}
-    since = timezone.now() - SKIPS_SHOWN_FOR
-    return ledger.skips_by("probe__endpoint_id", unmeasured, since, **scope)
-
-
 def _history_page(
     request: HttpRequest,
     subject,
@@ -238,7 +227,7 @@ def _history_page(
     context.update(subject=subject, kind=kind, endpoints=endpoints, runs=runs, **extra)
     # Catalog endpoints nobody can measure (no key, disabled) and without runs in the
     # window are counted and listed apart, once, with the reason; not among the served.
-    idle = {e.pk: why for e in endpoints if (why := not_measured_reason(e))}
+    idle = {e.pk: why for e in endpoints if (why := ranking.not_measured_reason(e))}
     with_runs = {h.endpoint.pk for h in context["histories"] if h.totals.runs}
     context["idle"] = [(e, idle[e.pk]) for e in endpoints if e.pk in idle and e.pk not in with_runs]
     shown = {e.pk for e, _ in context["idle"]}
@@ -258,16 +247,6 @@ def _history_page(
             request, endpoint, workload.slug if workload else ""
         )
     return render(request, "dashboard/history_page.html", context)
-
-
-def not_measured_reason(endpoint: Endpoint) -> str:
-    """Why no probe measures an endpoint ("needs a key", …), or "" when one may."""
-    provider = endpoint.provider
-    if provider.requires_key and not provider.has_key:
-        return "needs a key"
-    if not provider.enabled:
-        return "provider disabled"
-    return "" if endpoint.enabled else "endpoint disabled"
 
 
 @require_safe
@@ -314,7 +293,7 @@ def endpoint_page(request: HttpRequest, pk: int) -> HttpResponse:
         probe_skips=ledger.skips_by(
             "probe_id",
             list(endpoint.probes.values_list("pk", flat=True)),
-            timezone.now() - SKIPS_SHOWN_FOR,
+            timezone.now() - leaderboards.SKIPS_SHOWN_FOR,
         ),
         alerts_template=ACTIVE_ALERTS_TEMPLATE if _has_alerts_partial() else None,
         **server_side.endpoint_context(endpoint),
@@ -406,5 +385,6 @@ def methodology(request: HttpRequest) -> HttpResponse:
         "workloads": workloads,
         "prefill_workloads": [w.slug for w in workloads if "prefill_tps" in w.headline_keys],
         "regions": query_filters.regions(),
+        "rank_min_ok_runs": ranking.min_ok_runs(),
     }
     return render(request, "dashboard/methodology.html", context)

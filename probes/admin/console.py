@@ -44,10 +44,10 @@ _NEGATIVE_PRICE = {"min_value": "A price cannot be negative."}
 # Form-only fields that take secrets in; never rendered back, never shown read-only.
 KEY_FIELDS = ["api_key", "forget_api_key"]
 HEADER_FIELDS = ["new_extra_headers", "forget_extra_headers"]
-WRITE_ONLY_FIELDS = KEY_FIELDS + HEADER_FIELDS
+WRITE_ONLY_FIELDS = [*KEY_FIELDS, *HEADER_FIELDS, "save_anyway"]
 
 
-class ProviderForm(forms.ModelForm):
+class ProviderForm(capacity.CapacityCheckedForm, forms.ModelForm):
     api_key = forms.CharField(
         label="API key",
         required=False,
@@ -69,6 +69,9 @@ class ProviderForm(forms.ModelForm):
         "replacing the stored headers. Leave empty to keep them.",
     )
     forget_extra_headers = forms.BooleanField(label="Forget the stored headers", required=False)
+    save_anyway = capacity.save_anyway_field()  # capacity.CapacityCheckedForm
+    schedule_fields, error_field = capacity.PROVIDER_SCHEDULE_FIELDS, "max_concurrency"
+    plan_of = staticmethod(capacity.plan_after_provider_edit)
     # Set by ProviderAdmin.get_form: who is saving (only a superuser may bind a key
     # variable to a host it is not bound to).
     user = None
@@ -180,7 +183,7 @@ class EndpointInline(admin.TabularInline):
 
 
 @admin.register(Provider)
-class ProviderAdmin(AuditHistoryAdmin):
+class ProviderAdmin(capacity.CapacityNotedAdmin, AuditHistoryAdmin):
     form = ProviderForm
 
     class Media:
@@ -230,6 +233,7 @@ class ProviderAdmin(AuditHistoryAdmin):
                     *HEADER_FIELDS,
                     "max_concurrency",
                     "capacity_plan",
+                    "save_anyway",
                     ("connect_timeout_s", "first_token_timeout_s"),
                     ("stall_timeout_s", "total_timeout_s"),
                     "backoff_until",
@@ -455,7 +459,11 @@ class WorkloadAdmin(admin.ModelAdmin):
     ]
 
 
-class ProbeForm(forms.ModelForm):
+class ProbeForm(capacity.CapacityCheckedForm, forms.ModelForm):
+    save_anyway = capacity.save_anyway_field()  # capacity.CapacityCheckedForm
+    schedule_fields, error_field = capacity.PROBE_SCHEDULE_FIELDS, "interval_s"
+    plan_of = staticmethod(capacity.plan_after_probe_edit)
+
     class Meta:
         model = Probe
         fields = [
@@ -474,7 +482,7 @@ class ProbeForm(forms.ModelForm):
 
 
 @admin.register(Probe)
-class ProbeAdmin(AuditHistoryAdmin):
+class ProbeAdmin(capacity.CapacityNotedAdmin, AuditHistoryAdmin):
     form = ProbeForm
     # Compact columns: with the admin's navigation and filter sidebars, the list must fit
     # a laptop screen (1,400 px) without hiding its last columns.
@@ -596,8 +604,8 @@ class WorkerCalibrationAdmin(ReadOnlyAdmin):
 class DispatchedSlotAdmin(ReadOnlyAdmin):
     """The slot ledger: what happened to every dispatched slot, lost ones with the reason."""
 
-    list_display = ["slot_at", "probe", "region", "state", "attempts", "worker", "deadline"]
-    list_filter = ["state", "region"]
+    list_display = ["slot_at", "probe", "state", capacity.slot_reason, "attempts", "worker"]
+    list_filter = ["state", "reason_code", "region"]
     list_select_related = ["probe__endpoint__provider", "probe__workload"]
     search_fields = ["worker", "reason", "probe__endpoint__model_id"]
     date_hierarchy = "slot_at"

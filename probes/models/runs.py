@@ -221,7 +221,7 @@ SLOT_STATES = [
     ("started", "started"),
     ("retried", "re-sent"),
     ("done", "done"),
-    ("skipped", "skipped (provider backing off)"),
+    ("skipped", "skipped"),
     ("lost", "lost"),
 ]
 OPEN_SLOT_STATES = ["queued", "started", "retried"]
@@ -245,8 +245,15 @@ class DispatchedSlot(models.Model):
     state = models.CharField(max_length=10, choices=SLOT_STATES, default="queued")
     worker = models.CharField(max_length=200, blank=True)
     attempts = models.PositiveSmallIntegerField(default=1)
+    # Why it ended: one code of probes/scheduling/outcomes.py's SlotReason (its label is
+    # what every page shows); `reason` keeps the particulars. No choices here: models
+    # must not import the scheduling package (which imports them).
+    reason_code = models.CharField(max_length=24, blank=True, default="", db_default="")
     reason = models.TextField(blank=True)
     closed_at = models.DateTimeField(null=True, blank=True)
+    # Its worker was asked to stop while the slot ran: whatever follows (a kill after the
+    # grace, a Redis that forgot its marks) it ends stopped, never lost.
+    stop_requested_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-slot_at"]

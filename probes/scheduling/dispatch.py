@@ -31,6 +31,7 @@ from django.db.models import DateTimeField, ExpressionWrapper, F, Q
 
 from probes.models import DispatchedSlot, Probe
 from probes.scheduling import lateness, ledger
+from probes.scheduling.outcomes import SlotReason
 
 log = logging.getLogger(__name__)
 
@@ -144,6 +145,7 @@ def skip_missed(probe: Probe, slot_at: datetime, now: datetime) -> bool:
         state="skipped",
         reason=reason,
         closed_at=now,
+        code=SlotReason.MISSED.value,
     )
 
 
@@ -160,14 +162,15 @@ WITH claimed AS (
     RETURNING id)
 INSERT INTO probes_dispatchedslot
     (probe_id, slot_at, region, queued_at, deadline, next_at, state, worker, attempts,
-     reason, closed_at)
+     reason, reason_code, closed_at)
 SELECT id, %(slot_at)s, %(region)s, %(queued_at)s, %(deadline)s, %(next_at)s, %(state)s, '',
-       1, %(reason)s, %(closed_at)s
+       1, %(reason)s, %(code)s, %(closed_at)s
   FROM claimed
 ON CONFLICT (probe_id, slot_at) DO UPDATE SET
     region = EXCLUDED.region, queued_at = EXCLUDED.queued_at, deadline = EXCLUDED.deadline,
     next_at = EXCLUDED.next_at, state = EXCLUDED.state, worker = '', attempts = 1,
-    reason = EXCLUDED.reason, closed_at = EXCLUDED.closed_at
+    reason = EXCLUDED.reason, reason_code = EXCLUDED.reason_code,
+    closed_at = EXCLUDED.closed_at, stop_requested_at = NULL
 RETURNING probe_id
 """
 
@@ -179,6 +182,7 @@ def _claim_and_record(
     state: str = "queued",
     reason: str = "",
     closed_at: datetime | None = None,
+    code: str = "",
 ) -> bool:
     """Move the probe to its next slot and put the slot on the ledger, if nobody else
     moved it first; True if this call won the slot."""
@@ -198,6 +202,7 @@ def _claim_and_record(
                 "state": state,
                 "reason": reason,
                 "closed_at": closed_at,
+                "code": code,
             },
         )
         return cursor.fetchone() is not None

@@ -27,11 +27,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from django.db import transaction
-from django.db.models import Exists, F, OuterRef, Q
+from django.db.models import Case, Exists, F, OuterRef, Q, Value, When
 
 from probes.models import OPEN_SLOT_STATES, DispatchedSlot, Probe, ProbeRun
 from probes.platform.pruning import delete_before
 from probes.scheduling import heartbeat, slot_reasons
+from probes.scheduling.outcomes import SlotReason, label_of
 
 log = logging.getLogger(__name__)
 
@@ -85,15 +86,21 @@ def mark_started(probe: Probe, slot_at: datetime, worker: str) -> bool:
     now = datetime.now(UTC)
     started = DispatchedSlot.objects.filter(
         probe_id=probe.pk, slot_at=slot_at, state__in=OPEN_SLOT_STATES
-    ).update(state="started", worker=worker[:200], deadline=now + run_budget(probe))
+    ).update(
+        # A new start (a re-send on another worker) forgets an earlier worker's stop.
+        state="started",
+        worker=worker[:200],
+        deadline=now + run_budget(probe),
+        stop_requested_at=None,
+    )
     if started:
         return True
     return not DispatchedSlot.objects.filter(probe_id=probe.pk, slot_at=slot_at).exists()
 
 
-def _close(probe_id: int, slot_at: datetime, state: str, reason: str = "") -> int:
+def _close(probe_id: int, slot_at: datetime, state: str, code, reason: str = "") -> int:
     # Without a new reason the old one stays: a done slot keeps why it was re-sent.
-    change = {"state": state, "closed_at": datetime.now(UTC)} | (
+    change = {"state": state, "reason_code": code, "closed_at": datetime.now(UTC)} | (
         {"reason": reason[:1000]} if reason else {}
     )
     return DispatchedSlot.objects.filter(
@@ -101,13 +108,32 @@ def _close(probe_id: int, slot_at: datetime, state: str, reason: str = "") -> in
     ).update(**change)
 
 
+def _done_code():
+    """RAN, or RAN_AFTER_RESEND for a slot sent twice: decided by the row in the UPDATE."""
+    return Case(
+        When(attempts__gt=1, then=Value(SlotReason.RAN_AFTER_RESEND.value)),
+        default=Value(SlotReason.RAN.value),
+    )
+
+
 def mark_done(probe_id: int, slot_at: datetime) -> int:
-    return _close(probe_id, slot_at, "done")
+    return _close(probe_id, slot_at, "done", _done_code())
 
 
-def mark_skipped(probe_id: int, slot_at: datetime, reason: str) -> int:
-    """Not run on purpose (the provider asked us to wait): neither done nor lost."""
-    return _close(probe_id, slot_at, "skipped", reason)
+def mark_skipped(probe_id: int, slot_at: datetime, code: SlotReason, reason: str) -> int:
+    """Not run on purpose (the provider asked us to wait, a cap was full, …): neither
+    done nor lost. `code` is the vocabulary's (outcomes.py), `reason` the particulars."""
+    assert code.state == "skipped", code
+    return _close(probe_id, slot_at, "skipped", code.value, reason)
+
+
+def mark_stop_requested(worker: str, now: datetime | None = None) -> int:
+    """The worker `worker` begins a stop: its started slots remember it in the database,
+    so they end stopped even if it is killed after its grace and Redis (where the
+    heartbeat marks live) forgets the stop across the restart."""
+    return DispatchedSlot.objects.filter(state="started", worker=worker).update(
+        stop_requested_at=now or datetime.now(UTC)
+    )
 
 
 # -- the sweeper -----------------------------------------------------------------------------
@@ -134,12 +160,12 @@ class Known:
     alive: int | None = None  # workers beating now (None: Redis could not say)
 
 
-# The causes /status names, in the reason's "Lost (<cause>): …".
-WORKER_KILLED = "worker killed"
-QUEUE_BACKED_UP = "queue backed up"
-NO_WORKER = "no worker running"
-DATABASE_AWAY = "database away"
-OVER_BUDGET = "ran past its budget"
+# The causes /status names, in the reason's "Lost (<cause>): …" (outcomes.py's labels).
+WORKER_KILLED = SlotReason.WORKER_KILLED
+QUEUE_BACKED_UP = SlotReason.QUEUE_BACKED_UP
+NO_WORKER = SlotReason.NO_WORKER
+DATABASE_AWAY = SlotReason.DATABASE_AWAY
+OVER_BUDGET = SlotReason.OVER_BUDGET
 
 
 CLEAN_STOPS = " (Ctrl-C, SIGTERM or a deploy)"
@@ -157,6 +183,10 @@ def _since(marks: dict[str, datetime], row: DispatchedSlot, worker: str | None =
 def _stopped_cleanly(row: DispatchedSlot, known: Known) -> str:
     """Why the slot is not lost but stopped (a clean stop interrupted it), or ""."""
     if row.state == "started":
+        if row.stop_requested_at is not None:
+            # Recorded in the database when the stop began: a kill after the grace, or a
+            # Redis that lost the marks, does not make the stop a loss.
+            return f"stopped before it could finish: {row.worker} was stopped{CLEAN_STOPS}"
         if _since(known.stopped, row, row.worker) and not _since(known.killed, row, row.worker):
             return f"stopped before it could finish: {row.worker} was stopped{CLEAN_STOPS}"
         return ""
@@ -186,7 +216,7 @@ def _restarting(row: DispatchedSlot, known: Known) -> list[str]:
     return sorted(n for n in names if not _since(known.killed, row, n))
 
 
-def _cause(row: DispatchedSlot, known: Known) -> tuple[str, str]:
+def _cause(row: DispatchedSlot, known: Known) -> tuple[SlotReason, str]:
     """(the cause /status names, the detail) of a slot that ended with no run."""
     worker = row.worker or "a worker"
     if row.state == "started" and (
@@ -203,13 +233,6 @@ def _cause(row: DispatchedSlot, known: Known) -> tuple[str, str]:
     if row.state == "retried":
         return QUEUE_BACKED_UP, f"re-sent, but no worker of region {row.region} started it in time"
     return QUEUE_BACKED_UP, f"no worker of region {row.region} started it in time"
-
-
-def lost_cause(reason: str) -> str:
-    """The cause a lost slot's reason names ("Lost (worker killed): …"), else ""."""
-    if reason.startswith("Lost (") and ")" in reason:
-        return reason[len("Lost (") : reason.index(")")]
-    return ""
 
 
 def abandon_started(worker: str, now: datetime | None = None) -> int:
@@ -259,7 +282,7 @@ def settle(
     """Decide one overdue slot; 'done', 'resent', 'skipped', 'lost' or '' (someone else did)."""
     known = known or Known()
     if row.recorded:
-        won = _as_seen(row).update(state="done", closed_at=now)
+        won = _as_seen(row).update(state="done", reason_code=_done_code(), closed_at=now)
         return "done" if won else ""
     stopped = _stopped_cleanly(row, known)
     cause, detail = _cause(row, known)
@@ -284,15 +307,23 @@ def settle(
     if stopped:
         # A clean stop is not a failure: the slot is skipped, saying so.
         won = _as_seen(row).update(
-            state="skipped", reason=f"Skipped: {stopped}."[:1000], closed_at=now
+            state="skipped",
+            reason_code=SlotReason.STOPPED.value,
+            reason=f"Skipped: {stopped}."[:1000],
+            closed_at=now,
         )
         return "skipped" if won else ""
     if row.attempts >= MAX_SENDS:
-        reason = f"Lost ({cause}): {detail}; already re-sent once."
+        reason = f"Lost ({cause.label}): {detail}; already re-sent once."
     else:
         next_at = f"{row.next_at:%Y-%m-%d %H:%M:%S} UTC"
-        reason = f"Lost ({cause}): {detail}; too late to re-send before the next slot at {next_at}."
-    won = _as_seen(row).update(state="lost", reason=reason[:1000], closed_at=now)
+        reason = (
+            f"Lost ({cause.label}): {detail}; too late to re-send before the next slot at "
+            f"{next_at}."
+        )
+    won = _as_seen(row).update(
+        state="lost", reason_code=cause.value, reason=reason[:1000], closed_at=now
+    )
     if won:
         log.warning("Probe %s slot %s %s", row.probe_id, row.slot_at.isoformat(), reason)
     return "lost" if won else ""
@@ -325,10 +356,24 @@ def lost_since(since: datetime):
 
 @dataclass(frozen=True)
 class Skips:
-    """Slots skipped lately, and why the latest was: what a page says beside no data."""
+    """Slots skipped lately, and why the latest was: what a page says beside no data.
+    `reason` is the vocabulary's label (outcomes.py), `detail` the particulars."""
 
     count: int
     reason: str
+    detail: str = ""
+    code: str = ""
+
+    def as_dict(self) -> dict:
+        """The API's shape: the vocabulary's code and label (the particulars stay in the
+        admin: they name workers and hosts)."""
+        return {"count": self.count, "reason_code": self.code or None, "reason": self.reason}
+
+
+def reason_label(code: str, detail: str) -> str:
+    """A closed slot's reason as every page shows it: the vocabulary's label; for a row
+    closed before codes were kept, its kind as /metrics counts it."""
+    return label_of(code) or slot_reasons.legacy_label(detail)
 
 
 def skips_by(key: str, ids: Collection[int], since: datetime, **scope) -> dict[int, Skips]:
@@ -342,14 +387,14 @@ def skips_by(key: str, ids: Collection[int], since: datetime, **scope) -> dict[i
         )
         .filter(**scope)
         .order_by("-slot_at")
-        .values_list(key, "reason")
+        .values_list(key, "reason_code", "reason")
     )
     counts: dict[int, int] = {}
-    latest: dict[int, str] = {}
-    for owner, reason in rows[:5000]:
+    latest: dict[int, tuple[str, str, str]] = {}
+    for owner, code, detail in rows[:5000]:
         counts[owner] = counts.get(owner, 0) + 1
-        latest.setdefault(owner, reason)
-    return {owner: Skips(n, latest[owner]) for owner, n in counts.items()}
+        latest.setdefault(owner, (reason_label(code, detail), detail, code))
+    return {owner: Skips(n, *latest[owner]) for owner, n in counts.items()}
 
 
 def prune(before: datetime) -> int:

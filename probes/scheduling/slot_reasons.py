@@ -1,8 +1,10 @@
-"""Why slots ended lost or skipped, as a bounded label, and their counts kept past pruning.
+"""Lost and skipped slots counted by reason, and their counts kept past pruning.
 
-Ledger reasons are free text (they name workers and times); /metrics labels them by kind.
-When retention prunes ledger rows, the lost and skipped ones are first added to SlotTally
-in the same transaction, so `inferwatch_{lost,skipped}_slots_total` never go down.
+A slot's reason is a code of the one vocabulary (probes/scheduling/outcomes.py), which
+/metrics uses as its `reason` label. Rows closed before codes were kept are classified
+by their text (LEGACY_KINDS). When retention prunes ledger rows, the lost and skipped ones
+are first added to SlotTally in the same transaction, so
+`inferwatch_{lost,skipped}_slots_total` never go down.
 """
 
 from __future__ import annotations
@@ -14,27 +16,43 @@ from django.db import transaction
 from django.db.models import F
 
 from probes.models import DispatchedSlot, SlotTally
+from probes.scheduling.outcomes import SlotReason, label_of
 
 COUNTED_STATES = ("lost", "skipped")
-# (state, words the reason contains, label): the first match wins.
-KINDS = (
-    ("lost", "stopped sending heartbeats", "worker_silent"),
-    ("lost", "left no result", "no_result"),
-    ("lost", "re-sent, but", "resend_not_started"),
-    ("lost", "no worker of region", "not_started"),
-    ("skipped", "would have started", "started_late"),
-    ("skipped", "maintenance window", "maintenance"),
-    ("skipped", "Skipped: due", "missed"),
-    ("skipped", "backing off", "provider_backing_off"),
-    ("skipped", "max concurrency", "cap_too_narrow"),
+# Rows closed before reason codes were kept: (words the text contains, code), the first
+# match wins, in the same vocabulary.
+LEGACY_KINDS = (
+    ("(worker killed)", SlotReason.WORKER_KILLED),
+    ("stopped sending heartbeats", SlotReason.WORKER_KILLED),
+    ("(database away)", SlotReason.DATABASE_AWAY),
+    ("(ran past its budget)", SlotReason.OVER_BUDGET),
+    ("(no worker running)", SlotReason.NO_WORKER),
+    ("(queue backed up)", SlotReason.QUEUE_BACKED_UP),
+    ("re-sent, but", SlotReason.QUEUE_BACKED_UP),
+    ("no worker of region", SlotReason.QUEUE_BACKED_UP),
+    ("would have started", SlotReason.STARTED_LATE),
+    ("maintenance window", SlotReason.MAINTENANCE),
+    ("Skipped: due", SlotReason.MISSED),
+    ("backing off", SlotReason.PROVIDER_BACKING_OFF),
+    ("max concurrency", SlotReason.CAP_TOO_NARROW),
+    ("slots held by", SlotReason.CAP_BUSY),
+    ("stopped before", SlotReason.STOPPED),
 )
 
 
-def reason_kind(state: str, reason: str) -> str:
-    for want_state, words, kind in KINDS:
-        if state == want_state and words in reason:
-            return kind
-    return "other"
+def reason_kind(code: str, reason: str) -> str:
+    """The /metrics label of a closed slot: its code, else its legacy text's."""
+    if code:
+        return code
+    for words, kind in LEGACY_KINDS:
+        if words in reason:
+            return kind.value
+    return "unrecorded"
+
+
+def legacy_label(reason: str) -> str:
+    kind = reason_kind("", reason)
+    return label_of(kind) or "reason not recorded"
 
 
 def counts() -> Counter:
@@ -42,11 +60,11 @@ def counts() -> Counter:
     total: Counter = Counter()
     rows = (
         DispatchedSlot.objects.filter(state__in=COUNTED_STATES)
-        .values_list("state", "region", "reason")
+        .values_list("state", "region", "reason_code", "reason")
         .order_by()
     )
-    for state, region, reason in rows:
-        total[(state, region, reason_kind(state, reason))] += 1
+    for state, region, code, reason in rows:
+        total[(state, region, reason_kind(code, reason))] += 1
     for tally in SlotTally.objects.all():
         total[(tally.state, tally.region, tally.reason)] += tally.count
     return total
@@ -59,11 +77,13 @@ def carry_over(before: datetime) -> int:
         rows = list(
             DispatchedSlot.objects.select_for_update()
             .filter(state__in=COUNTED_STATES, slot_at__lt=before)
-            .values_list("pk", "state", "region", "reason")
+            .values_list("pk", "state", "region", "reason_code", "reason")
         )
         if not rows:
             return 0
-        added = Counter((state, region, reason_kind(state, why)) for _, state, region, why in rows)
+        added = Counter(
+            (state, region, reason_kind(code, why)) for _, state, region, code, why in rows
+        )
         for (state, region, kind), n in added.items():
             tally, _ = SlotTally.objects.get_or_create(state=state, region=region, reason=kind)
             SlotTally.objects.filter(pk=tally.pk).update(count=F("count") + n)

@@ -127,7 +127,11 @@ def test_a_slot_too_late_to_re_send_is_recorded_lost_and_shown_on_status(
     assert check["state"] == "warn"
     assert check["message"].startswith("1 dispatched slot(s) lost in the last 24 h")
     assert check["details"][0]["probe"] == str(probe)
-    assert check["details"][0]["reason"] == slot.reason
+    # The vocabulary's words (probes/scheduling/outcomes.py), the particulars beside them.
+    assert slot.reason_code == "queue_backed_up"
+    assert check["details"][0]["reason"] == "queue backed up"
+    assert check["details"][0]["detail"] == slot.reason
+    assert "1 queue backed up" in check["message"]
     assert slot.reason in client.get("/status").content.decode()  # people see it too
 
 

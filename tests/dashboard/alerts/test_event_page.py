@@ -130,3 +130,19 @@ def test_every_kind_of_alert_draws_its_series_and_limit(
         assert max(ys) == 1.0 and min(ys) == 0.0  # 10-minute buckets: all failed, all ok
     else:  # minutes since an ok run climb through the failing hour
         assert ys[-1] >= 55 and ys[0] == 0
+
+
+@pytest.mark.django_db
+def test_the_alert_chart_spans_its_baseline_from_the_first_run(fired):
+    """A 24 h baseline whose runs began two hours ago: the axis starts at the first run
+    (with a small margin), not 24 h (or a fixed context) before the window."""
+    from datetime import datetime, timedelta
+
+    event, slow = fired
+    first = ProbeRun.objects.order_by("started_at").first().started_at
+    chart = event_chart(event)
+    lo, hi = (datetime.fromisoformat(t) for t in chart["layout"]["xaxis"]["range"])
+    assert first - timedelta(minutes=5) <= lo <= first
+    assert hi >= max(r.started_at for r in slow)
+    band = next(s for s in chart["layout"]["shapes"] if s["xref"] == "x" and s["yref"] == "y")
+    assert datetime.fromisoformat(band["x0"]) == first  # the baseline band starts with it

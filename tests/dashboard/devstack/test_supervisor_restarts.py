@@ -63,7 +63,7 @@ class Run:
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=5) as r:
                 return r.status, r.read()
-        except urllib.error.HTTPError as exc:  # /status answers 503 while a part is down
+        except urllib.error.HTTPError as exc:  # /readyz answers 503 while a part is down
             return exc.code, exc.read()
 
     def status_check(self, name: str) -> dict | None:

@@ -36,7 +36,7 @@ def states(response) -> dict[str, str]:
 
 def test_it_reports_database_and_redis_up_but_no_worker_or_beat_yet(client, redis):
     response = client.get("/status?format=json")
-    assert response.status_code == 503
+    assert response.status_code == 200  # the state is in the body, never in the code
     assert states(response) == {
         "database": "ok",
         "redis": "ok",
@@ -84,14 +84,14 @@ def test_it_shows_the_depth_of_each_bound_queue_and_warns_on_a_backlog(client, r
 def test_it_says_redis_is_unreachable_instead_of_failing(client, settings):
     settings.REDIS_URL = "redis://:hunter2@127.0.0.1:1/0"
     response = client.get("/status?format=json")
-    assert response.status_code == 503
-    assert states(response)["redis"] == "fail"
+    assert response.status_code == 200
+    assert states(response)["redis"] == "fail" and response.json()["status"] == "fail"
     assert states(response)["database"] == "ok"
     redis_check = response.json()["checks"][1]
     assert "Redis at redis://:***@127.0.0.1:1/0 does not answer" in redis_check["message"]
     assert "hunter2" not in response.content.decode()
     page = client.get("/status")
-    assert page.status_code == 503
+    assert page.status_code == 200
     assert "Unknown: Redis is unreachable." in page.content.decode()
 
 
@@ -160,3 +160,33 @@ def test_details_read_as_text_never_as_python_values(admin_client, redis):
     assert "from: " in text and "Box" in text  # the capacity plan's sources
     for raw in ("[", "]", "True", "False", "None", "&#x27;", "{"):
         assert raw not in text, raw
+
+
+def test_status_json_is_200_with_a_failed_check_inside_for_anonymous_monitors(
+    client, redis, settings
+):
+    settings.STATUS_PUBLIC_DETAILS = False
+    response = client.get("/status.json")  # no worker, no beat: failed checks
+    assert response.status_code == 200
+    assert response.json()["status"] == "fail" and "checks" not in response.json()
+
+
+def test_healthz_is_liveness_and_readyz_is_database_and_redis(client, redis, settings):
+    """/healthz answers while the process serves, whatever its dependencies; /readyz
+    answers 503 when Redis (or the database) does not, naming only the parts."""
+    heartbeat_less = client.get("/readyz")  # no worker or beat: still ready to serve
+    assert heartbeat_less.status_code == 200
+    assert heartbeat_less.json() == {"status": "ok", "checks": {"database": "ok", "redis": "ok"}}
+    settings.REDIS_URL = "redis://:hunter2@127.0.0.1:1/0"
+    assert client.get("/healthz").status_code == 200
+    down = client.get("/readyz")
+    assert down.status_code == 503
+    assert down.json() == {"status": "fail", "checks": {"database": "ok", "redis": "fail"}}
+    assert "hunter2" not in down.content.decode() and "127.0.0.1" not in down.content.decode()
+
+
+def test_health_endpoints_answer_without_a_login_on_a_private_site(client, redis, settings):
+    settings.REQUIRE_LOGIN = True
+    assert client.get("/healthz").status_code == 200
+    assert client.get("/readyz").status_code == 200
+    assert client.get("/").status_code == 302  # the pages stay behind the login

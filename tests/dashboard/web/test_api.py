@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import csv
 import io
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 from django.utils import timezone
 
+from dashboard import rollups
+from dashboard.queries import aggregates, resolution
 from dashboard.web.api import LEADERBOARD_COLUMNS
 from probes.models import ProbeRun
+
+from .conftest import make_run
 
 
 def test_leaderboard_rows_carry_metric_names_with_percentile_suffixes(client, history):
@@ -106,18 +110,31 @@ def test_an_unknown_series_metric_answers_400(client, history):
     assert "Unknown metric 'joy'" in response.json()["error"]
 
 
-def test_series_gives_p25_p50_p75_per_bucket(client, history):
+def test_series_gives_p25_p50_p75_per_bucket(client, history, monkeypatch):
     endpoint = history["endpoints"]["fast"]
+    # More runs in the window than a chart draws one by one (the rule's limit lowered to
+    # 30; 30 more runs beside the hourly ones), while its hours fit: hourly rollups.
+    monkeypatch.setattr(resolution, "MAX_POINTS", 30)
+    for i in range(30):
+        make_run(endpoint, history["workload"], ago=timedelta(hours=20, minutes=i * 2))
+    rollups.rebuild()
+    aggregates.clear_memo()
     data = client.get(f"/api/v1/series?endpoint={endpoint.pk}&metric=ttft_ms&window=24h").json()
     assert data["bucket"] == "hour"
     # One point per hour that has ok runs; the window starts on a whole hour.
-    start = (timezone.now() - timedelta(hours=24)).replace(minute=0, second=0, microsecond=0)
+    now = timezone.now()
+    start = (now - timedelta(hours=24)).replace(minute=0, second=0, microsecond=0)
+    runs = ProbeRun.objects.filter(endpoint=endpoint, started_at__gte=start)
     hours_with_ok_runs = {
-        r.started_at.replace(minute=0, second=0, microsecond=0)
-        for r in history["runs"]
-        if r.endpoint_id == endpoint.pk and r.status == "ok" and r.started_at >= start
+        r.started_at.replace(minute=0, second=0, microsecond=0) for r in runs if r.status == "ok"
     }
     assert len(data["points"]) == len(hours_with_ok_runs)
+    # Each point stands inside its hour's runs, never before the window's first run.
+    first = min(r.started_at for r in runs if r.started_at >= now - timedelta(hours=24))
+    for point in data["points"]:
+        t = datetime.fromisoformat(point["t"])
+        assert t >= first
+        assert t.replace(minute=0, second=0, microsecond=0) in hours_with_ok_runs
     point = data["points"][0]
     quantiles = {f"ttft_ms_p{q}" for q in (25, 50, 75, 95)}
     assert set(point) == {"t", *quantiles, "samples"}

@@ -311,6 +311,8 @@ def test_lost_and_skipped_slots_are_counted_by_region_and_reason(client, history
         (30, "skipped", "provider backing off until 2026-01-01T00:00:00+00:00"),
         (40, "done", ""),
     )
+    # Rows closed before reason codes were kept are classified by their text into the
+    # same vocabulary (probes/scheduling/outcomes.py); newer rows carry their code.
     for minutes, state, reason in reasons:
         slot = now - timedelta(minutes=minutes)
         DispatchedSlot.objects.create(
@@ -324,27 +326,34 @@ def test_lost_and_skipped_slots_are_counted_by_region_and_reason(client, history
             reason=reason,
             closed_at=slot,
         )
+    DispatchedSlot.objects.create(
+        probe=probe, slot_at=now - timedelta(minutes=45), region=probe.region, queued_at=now,
+        deadline=now, next_at=now, state="skipped", reason_code="cap_busy",
+        reason="Skipped: busy: 1 of 1 slots held by voice-turn; it could not start in time.",
+        closed_at=now,
+    )  # fmt: skip
 
     families = scrape(client)
 
     lost = "inferwatch_lost_slots_total"
-    assert sample(families, lost, region="eu-west", reason="not_started") == 2
-    assert sample(families, lost, region="eu-west", reason="worker_silent") == 1
+    assert sample(families, lost, region="eu-west", reason="queue_backed_up") == 2
+    assert sample(families, lost, region="eu-west", reason="worker_killed") == 1
     skipped = "inferwatch_skipped_slots_total"
     assert sample(families, skipped, region="eu-west", reason="provider_backing_off") == 1
+    assert sample(families, skipped, region="eu-west", reason="cap_busy") == 1
     # A region probes run from that lost nothing has its series too, at zero.
     Probe.objects.create(endpoint=probe.endpoint, workload=probe.workload, region="ap-south")
     assert sample(scrape(client), lost, region="ap-south") == 0
 
     # Retention prunes the ledger: the counters keep every slot they counted.
-    assert ledger.prune(now) == 5
+    assert ledger.prune(now) == 6
     assert not DispatchedSlot.objects.exists()
     families = scrape(client)
-    assert sample(families, lost, region="eu-west", reason="not_started") == 2
-    assert sample(families, lost, region="eu-west", reason="worker_silent") == 1
+    assert sample(families, lost, region="eu-west", reason="queue_backed_up") == 2
+    assert sample(families, lost, region="eu-west", reason="worker_killed") == 1
     assert sample(families, skipped, region="eu-west", reason="provider_backing_off") == 1
     assert ledger.prune(now) == 0
-    assert sample(scrape(client), lost, region="eu-west", reason="not_started") == 2
+    assert sample(scrape(client), lost, region="eu-west", reason="queue_backed_up") == 2
 
 
 def test_a_scraper_that_accepts_gzip_gets_it(client, history):
