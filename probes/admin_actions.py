@@ -18,9 +18,10 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
 
-from probes import connection_check, runner, secrets
+from probes import connection_check, secrets
 from probes.engine import Limits, ProbeRequest, RunResult, measure_sync
 from probes.scheduling import caps
+from probes.slots import run as runner
 
 MAX_ROWS = 3
 RUN_NOW_LIMIT_S = 30.0

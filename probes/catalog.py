@@ -45,7 +45,7 @@ from probes.models import (
 )
 from probes.scheduling import capacity
 from probes.simulator.profiles import BUILTIN, Profile
-from probes.workloads import LEGACY_MARK, WORKLOADS
+from probes.workload_suite import LEGACY_MARK, WORKLOADS
 
 
 @dataclass

@@ -20,7 +20,7 @@ from django.utils.text import slugify
 from probes import catalog, context_fit
 from probes.models import CanonicalModel, Endpoint, Probe, Provider, Workload
 from probes.scheduling import capacity, planner
-from probes.workloads import BY_SLUG
+from probes.workload_suite import BY_SLUG
 
 DEFAULT_INTERVAL_S = 300
 

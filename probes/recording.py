@@ -26,7 +26,7 @@ from django.conf import settings
 from django.db import connection
 
 from probes.engine import RunResult, contract, sanitize
-from probes.groups import Measured
+from probes.kinds import Measured
 from probes.models import Price, WorkerCalibration
 from probes.run_rows import (
     ROW_ERRORS,

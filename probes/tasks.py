@@ -24,10 +24,11 @@ from celery.utils.nodenames import worker_direct
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, connections
 
-from probes import recording, retention, runner
+from probes import recording, retention
 from probes.calibration import calibrate
 from probes.models import DispatchedSlot, Probe, WorkerCalibration
 from probes.scheduling import caps, dispatch, heartbeat, lateness, ledger, maintenance
+from probes.slots import run as runner
 
 log = logging.getLogger(__name__)
 

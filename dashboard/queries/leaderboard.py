@@ -30,8 +30,9 @@ from dashboard.queries.aggregates import (
 )
 from dashboard.queries.filters import Filters
 from dashboard.queries.streams import per_stream_speeds
-from probes import workloads
+from probes import kinds
 from probes.engine.contract import SPEED_METRICS
+from probes.kinds.headline import headline_metrics, rank_metric
 from probes.models import Claim, Endpoint, Price, Probe, Workload
 
 
@@ -278,14 +279,14 @@ class Leaderboard:
 
     @property
     def rank_metric(self) -> str:
-        """What this board ranks by (workloads.rank_metric): speed, TTFT, tool-call time…"""
-        return workloads.rank_metric(self.workload) if self.workload else "output_tps"
+        """What this board ranks by (rank_metric): speed, TTFT, tool-call time…"""
+        return rank_metric(self.workload) if self.workload else "output_tps"
 
     @property
     def headline_columns(self) -> frozenset[str]:
         """The workload's own columns (prefill for long prompts, first sentence for a voice
         turn, …): decided by its data, so the board stays as narrow as the workload allows."""
-        return workloads.headline_metrics(self.workload) if self.workload else frozenset()
+        return headline_metrics(self.workload) if self.workload else frozenset()
 
 
 def leaderboard(filters: Filters, now: datetime | None = None) -> Leaderboard:
@@ -335,7 +336,7 @@ def leaderboard(filters: Filters, now: datetime | None = None) -> Leaderboard:
             continue
         agg = figures.totals.get(e.pk, Agg())
         # A tokens/s claim is about one stream: on a concurrent board, the stream's speed.
-        measured = {"output_tps": streams.get(e.pk)} if workload.kind == "parallel" else None
+        measured = {"output_tps": streams.get(e.pk)} if kinds.of(workload).streams else None
         rows.append(
             Row(
                 endpoint=e,
@@ -346,7 +347,7 @@ def leaderboard(filters: Filters, now: datetime | None = None) -> Leaderboard:
                 stream_tps=streams.get(e.pk),
             )
         )
-    rank_rows(rows, workloads.rank_metric(workload))
+    rank_rows(rows, rank_metric(workload))
     ranked = sort_rows([r for r in rows if r.rank], filters.sort_key, filters.descending)
     unranked = sort_rows([r for r in rows if not r.rank], filters.sort_key, filters.descending)
     rows = ranked + unranked

@@ -12,6 +12,7 @@ import uuid
 from django.db import models
 from django.utils import timezone
 
+from probes import kinds
 from probes.engine import contract
 from probes.engine.contract import STATUS_CHOICES
 from probes.models.providers import Endpoint
@@ -183,12 +184,7 @@ class ProbeRun(models.Model):
             return "summary"
         if self.role == "single":
             return ""
-        kind = self.workload.kind
-        if kind == "cached":
-            return "cold" if self.request_index == 0 else "warm"
-        if kind == "parallel":
-            return "alone" if self.request_index == 0 else f"concurrent {self.request_index}"
-        return f"step {self.request_index + 1}"
+        return kinds.of(self.workload).request_label(self.request_index)
 
 
 class WorkerCalibration(models.Model):
