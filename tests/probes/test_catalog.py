@@ -27,7 +27,7 @@ from probes.models import (
     Workload,
 )
 from probes.simulator.profiles import BUILTIN
-from probes.workloads import WORKLOADS
+from probes.workload_suite import WORKLOADS
 
 pytestmark = pytest.mark.django_db
 

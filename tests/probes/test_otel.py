@@ -15,9 +15,10 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
 )
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
-from probes import otel, runner
+from probes import otel
 from probes.engine.buckets import SECONDS_EDGES
 from probes.engine.result import RunResult
+from probes.slots import run as runner
 
 TARGET = otel.Target("cerebras", "llama-3.3-70b", "https://api.cerebras.ai/v1", "chat", "eu")
 

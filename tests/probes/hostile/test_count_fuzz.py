@@ -24,9 +24,10 @@ import pytest
 from hypothesis import HealthCheck, event, example, given, settings, target
 from hypothesis import strategies as st
 
-from probes import run_spool, runner
+from probes import run_spool
 from probes.engine import STATUSES, Limits
 from probes.models import ProbeRun, Provider
+from probes.slots import run as runner
 from tests.probes.engine import hostile
 
 pytestmark = pytest.mark.django_db
