@@ -21,6 +21,7 @@ from probes.engine import ProbeRequest, measure_sync
 from probes.kinds import checks
 from probes.kinds import requests as kind_requests
 from probes.models import ProbeRun, Workload
+from probes.slots import plan as slot_plan
 from probes.slots import run as runner
 
 SLOT = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
@@ -68,12 +69,12 @@ def test_the_endpoints_settings_reach_the_request(make_probe):
     endpoint = probe.endpoint
     endpoint.token_counter, endpoint.length_control = "vllm", "min_tokens"
     endpoint.save()
-    req = runner.build_request(probe, None, None)
+    req = slot_plan.build_request(probe, None, None)
     assert req.token_counter == "vllm" and req.extra_body["min_tokens"] == 900
 
     endpoint.length_control, endpoint.extra_body = "ignore_eos", {"ignore_eos": False}
     endpoint.save()
-    req = runner.build_request(probe, None, None)
+    req = slot_plan.build_request(probe, None, None)
     assert req.extra_body == {"ignore_eos": False}  # the operator's extra_body wins
 
 
