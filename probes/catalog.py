@@ -115,7 +115,7 @@ def _recorded(key: str, find, create, kind: str, report: LoadReport) -> None:
 
 
 def load_workloads(report: LoadReport) -> list[Workload]:
-    """The suite from probes/workloads.py, added where missing; rows the admin edited
+    """The suite from probes/workload_suite.py, added where missing; rows the admin edited
     are kept as they are (like providers and probes).
 
     Returns the standard workloads every endpoint is probed with: all but the reasoning

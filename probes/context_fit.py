@@ -3,10 +3,10 @@
 What must fit is the workload's *largest* request: its prompt plus every output token it
 may ask for. For most kinds that is the one request (a cached pair sends the same prompt
 twice, parallel requests are independent). An agent loop grows: each step appends the
-previous answer and a step instruction (probes/groups.py, ``prompts.follow_up``), so its
+previous answer and a step instruction (probes/kinds/loop.py, ``prompts.follow_up``), so its
 last step carries ``requests - 1`` answers of up to ``max_tokens`` each.
 
-Input sizes are o200k_base counts (probes/workloads.py); the served model's own tokenizer
+Input sizes are o200k_base counts (probes/workload_suite.py); the served model's own tokenizer
 and chat template differ, so what we count with o200k gets a margin. Answers are counted
 in the server's own tokens already (``max_tokens`` is), so they get none. A workload that
 does not fit is "not applicable" to the endpoint: greyed on the pages and never run,

@@ -1,4 +1,4 @@
-"""Concurrency sweeps (probes/sweep.py) read back: one row per step in the API and CSV,
+"""Concurrency sweeps (probes/kinds/sweep.py) read back: one row per step in the API and CSV,
 and the endpoint page's curve of aggregate against per-request speed, one line per week
 (so an upgrade's effect shows as a line moving)."""
 

@@ -52,7 +52,7 @@ class ProbeRun(models.Model):
     run_group = models.UUIDField(default=uuid.uuid4)
     request_index = models.PositiveSmallIntegerField(default=0)
     # "single": a one-request workload; "step": one request of a group (not ranked);
-    # "group": the group's summary, which ranks (probes/groups.py).
+    # "group": the group's summary, which ranks (probes/slots/judge.py).
     role = models.CharField(max_length=8, choices=RUN_ROLES, default="single")
     group_summary = models.JSONField(null=True, blank=True)
     # The prompt is regenerated from the workload and this seed (probes/prompts).

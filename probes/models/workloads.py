@@ -31,7 +31,7 @@ MAX_GROUP_REQUESTS = 32
 
 
 class Workload(models.Model):
-    """What to send. The suite is defined in probes/workloads.py and loaded here; the
+    """What to send. The suite is defined in probes/workload_suite.py and loaded here; the
     admin may edit rows or add workloads (e.g. parallel-16). Each run's prompt is built
     from these fields and a seed (probes/prompts)."""
 
