@@ -10,8 +10,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import jsonschema
-
 from probes.engine.result import RunResult
 
 # A run whose output is below this share of the workload's target "stopped far short":
@@ -36,6 +34,10 @@ def stopped_short(workload: Any, result: RunResult) -> bool:
 
 
 def _schema_error(instance: Any, schema: Any) -> str | None:
+    # Imported where used: the models read the kinds at every start, and only a run's
+    # checks need jsonschema (a tenth of a second to import).
+    import jsonschema  # noqa: PLC0415
+
     try:
         jsonschema.validate(instance, schema)
     except jsonschema.ValidationError as exc:
