@@ -24,12 +24,12 @@ from celery.utils.nodenames import worker_direct
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, connections
 
-from probes import runner
 from probes.models import DispatchedSlot, Probe, WorkerCalibration
 from probes.onboarding.calibration import calibrate
 from probes.recording import recorder, retention
 from probes.scheduling import caps, dispatch, heartbeat, lateness, ledger, maintenance
 from probes.scheduling.outcomes import SlotReason
+from probes.slots import run as runner
 
 log = logging.getLogger(__name__)
 

@@ -17,9 +17,10 @@ from dashboard.queries.aggregates import (
     HISTORY_WINDOWS,
     LEADERBOARD_WINDOWS,
 )
+from probes.catalog.workload_suite import DEFAULT_SLUG, canonical_slug
 from probes.engine.contract import STATUSES
+from probes.kinds.headline import rank_metric
 from probes.models import CanonicalModel, Probe, Workload
-from probes.workloads import DEFAULT_SLUG, canonical_slug, rank_metric
 
 # Every figure a leaderboard column shows (the claims column is not a sortable figure).
 SORT_KEYS = (*(key for key in METRICS if key != "claim"), "provider", "model")

@@ -31,7 +31,8 @@ from dashboard.queries.aggregates import (
 )
 from dashboard.queries.filters import Filters
 from dashboard.queries.streams import per_stream_speeds
-from probes import workloads
+from probes import kinds
+from probes.kinds.headline import headline_metrics, rank_metric
 from probes.models import Claim, Endpoint, Price, Probe, Workload
 from probes.scheduling import ledger
 
@@ -291,14 +292,14 @@ class Leaderboard:
 
     @property
     def rank_metric(self) -> str:
-        """What this board ranks by (workloads.rank_metric): speed, TTFT, tool-call time…"""
-        return workloads.rank_metric(self.workload) if self.workload else "output_tps"
+        """What this board ranks by (rank_metric): speed, TTFT, tool-call time…"""
+        return rank_metric(self.workload) if self.workload else "output_tps"
 
     @property
     def headline_columns(self) -> frozenset[str]:
         """The workload's own columns (prefill for long prompts, first sentence for a voice
         turn, …): decided by its data, so the board stays as narrow as the workload allows."""
-        return workloads.headline_metrics(self.workload) if self.workload else frozenset()
+        return headline_metrics(self.workload) if self.workload else frozenset()
 
 
 def leaderboard(filters: Filters, now: datetime | None = None) -> Leaderboard:
@@ -348,7 +349,7 @@ def leaderboard(filters: Filters, now: datetime | None = None) -> Leaderboard:
             continue
         agg = figures.totals.get(e.pk, Agg())
         # A tokens/s claim is about one stream: on a concurrent board, the stream's speed.
-        measured = {"output_tps": streams.get(e.pk)} if workload.kind == "parallel" else None
+        measured = {"output_tps": streams.get(e.pk)} if kinds.of(workload).streams else None
         rows.append(
             Row(
                 endpoint=e,
@@ -363,7 +364,7 @@ def leaderboard(filters: Filters, now: datetime | None = None) -> Leaderboard:
         Row(e, Agg(), None, [], [], not_applicable=True) for e in shown if e.pk in not_applicable
     ]
     # The one rule (queries/ranking.py): rank, order and each unranked row's reason.
-    rows = ranking.rank(rows, workloads.rank_metric(workload), filters.sort_key, filters.descending)
+    rows = ranking.rank(rows, rank_metric(workload), filters.sort_key, filters.descending)
     measured_claims(rows)
     return Leaderboard(filters, rows, start, now, workload)
 

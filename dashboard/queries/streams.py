@@ -15,6 +15,7 @@ from datetime import datetime
 from django.db import connection
 
 from dashboard.queries.aggregates import ALL
+from probes import kinds
 from probes.engine.contract import left_out_sql
 from probes.models import ProbeRun, Workload
 
@@ -35,7 +36,7 @@ def per_stream_speeds(
 ) -> dict[int, float]:
     """Median output tok/s of the batch requests per endpoint over [start, now]."""
     ids = list(endpoint_ids)
-    if not ids or workload.kind != "parallel":
+    if not ids or not kinds.of(workload).streams:
         return {}
     params: list = [workload.pk, ids, start, now]
     if region != ALL:

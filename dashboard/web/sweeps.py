@@ -1,4 +1,4 @@
-"""Concurrency sweeps (probes/sweep.py) read back: one row per step in the API and CSV,
+"""Concurrency sweeps (probes/kinds/sweep.py) read back: one row per step in the API and CSV,
 and the endpoint page's curve of aggregate against per-request speed, one line per week
 (so an upgrade's effect shows as a line moving)."""
 
@@ -10,6 +10,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from dashboard.charts import PALETTE, _figure, _grid
 from dashboard.web import api
+from probes import kinds
 from probes.models import Endpoint, ProbeRun
 
 STEP_FIELDS = [
@@ -50,7 +51,9 @@ def sweeps(request: HttpRequest, csv_suffix: bool = False) -> HttpResponse:
     """Each concurrency step of the matching sweep runs, newest run first."""
     api._check_params(request.GET, [*api.RUN_FILTERS, "limit"])
     limit = api._limit(request.GET.get("limit"))
-    runs = api.filter_runs(request.GET).filter(role="group", workload__kind="sweep")[:limit]
+    runs = api.filter_runs(request.GET).filter(
+        role="group", workload__kind__in=kinds.names("curve")
+    )[:limit]
     rows = [row for run in runs for row in step_rows(run)]
     if api._wants_csv(request, csv_suffix):
         return api._csv("sweeps", COLUMNS, rows)
@@ -61,7 +64,7 @@ def curve(endpoint: Endpoint) -> dict | None:
     """Aggregate tok/s (x) against per-request tok/s (y), one line per ISO week."""
     runs = (
         ProbeRun.objects.filter(
-            endpoint=endpoint, role="group", workload__kind="sweep", status="ok"
+            endpoint=endpoint, role="group", workload__kind__in=kinds.names("curve"), status="ok"
         )
         .order_by("-started_at")
         .values_list("started_at", "group_summary")[: WEEKS * 50]

@@ -31,9 +31,9 @@ from dashboard.web.caching import cacheable
 from dashboard.web.marks import history_marks
 from probes.engine import contract, reasons
 from probes.engine.request import limit_rows
+from probes.kinds.headline import headline_metrics
 from probes.models import CanonicalModel, Endpoint, Probe, ProbeRun, Provider, Workload
 from probes.scheduling import ledger
-from probes.workloads import headline_metrics
 
 ACTIVE_ALERTS_TEMPLATE = "alerts/partials/active.html"
 HISTORY_METRICS = ("output_tps", "ttft_ms", "e2e_ms")

@@ -66,7 +66,7 @@ def run_now(modeladmin, request: HttpRequest, queryset) -> None:
         return
     # The slot path (and the engine, jsonschema, OTel behind it) only when a run is asked
     # for: Django imports the admin at startup, and every manage.py command would pay.
-    from probes import runner
+    from probes.slots import run as runner
 
     worker = f"admin@{platform.node()}"
     for probe in queryset.select_related("endpoint__provider", "workload"):

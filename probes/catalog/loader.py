@@ -33,6 +33,7 @@ from probes.catalog.seeds import (
     ClaimSeed,
     Seed,
 )
+from probes.catalog.workload_suite import LEGACY_MARK, WORKLOADS
 from probes.models import (
     CanonicalModel,
     CatalogRecord,
@@ -45,7 +46,6 @@ from probes.models import (
 )
 from probes.scheduling import capacity
 from probes.simulator.profiles import BUILTIN, Profile
-from probes.workloads import LEGACY_MARK, WORKLOADS
 
 
 @dataclass
@@ -115,7 +115,7 @@ def _recorded(key: str, find, create, kind: str, report: LoadReport) -> None:
 
 
 def load_workloads(report: LoadReport) -> list[Workload]:
-    """The suite from probes/workloads.py, added where missing; rows the admin edited
+    """The suite from probes/catalog/workload_suite.py, added where missing; rows the admin edited
     are kept as they are (like providers and probes).
 
     Returns the standard workloads every endpoint is probed with: all but the reasoning

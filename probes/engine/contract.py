@@ -363,7 +363,7 @@ _MEASURED = (
         label="Tool call",
         title="Time to complete tool call",
     ),
-    # A run group's own figures (probes/groups.py fills them on the group's summary row;
+    # A run group's own figures (its kind, probes/kinds/, fills them on the group's summary row;
     # empty on every other run): the headline of a cached or a parallel workload.
     RunField(
         "cold_ttft_ms",
@@ -486,8 +486,8 @@ _RAW = (
     ),
 )
 
-# What the observatory judges of a run from its workload (probes/groups.py,
-# probes/checks.py) once the engine has measured it: stored and shown with the run, but
+# What the observatory judges of a run from its workload (probes/slots/judge.py,
+# probes/kinds/checks.py) once the engine has measured it: stored and shown with the run, but
 # not engine output (RunResult does not carry them).
 _WORKLOAD = (
     RunField(
@@ -564,7 +564,7 @@ ROLLUP_METRICS: tuple[str, ...] = (
     "e2e_ms",
     "prefill_tps",
     # Workload headlines (a leaderboard column only for the workloads that have them,
-    # probes/workloads.headline_metrics): empty for every other workload.
+    # probes/kinds/headline.headline_metrics): empty for every other workload.
     "first_sentence_ms",
     "tool_call_ms",
     "cold_ttft_ms",

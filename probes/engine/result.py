@@ -62,7 +62,7 @@ class RunResult:
     first_sentence_ms: float | None = None  # t0 -> the answer's first sentence end
     tool_call_ms: float | None = None  # t0 -> the last tool-call delta (the call complete)
     tool_calls: list[dict[str, str]] | None = None  # [{"name", "arguments"}] as streamed
-    # A run group's own figures, set by probes/groups.py on its summary (never the engine).
+    # A run group's own figures, set by its kind (probes/kinds/) on its summary (never the engine).
     cold_ttft_ms: float | None = None
     ttft_saved_pct: float | None = None
     cost_saved_pct: float | None = None

@@ -3,12 +3,12 @@
 What must fit is the workload's *largest* request: its prompt plus every output token it
 may ask for. For most kinds that is the one request (a cached pair sends the same prompt
 twice, parallel requests are independent). An agent loop grows: each step appends the
-previous answer and a step instruction (probes/groups.py, ``prompts.follow_up``), so its
+previous answer and a step instruction (probes/kinds/loop.py, ``prompts.follow_up``), so its
 last step carries ``requests - 1`` answers of up to ``max_tokens`` each.
 
-Input sizes are o200k_base counts (probes/workloads.py); the served model's own tokenizer
-and chat template differ, so what we count with o200k gets a margin. Answers are counted
-in the server's own tokens already (``max_tokens`` is), so they get none. A workload that
+Input sizes are o200k_base counts (probes/catalog/workload_suite.py); the served model's
+own tokenizer and chat template differ, so what we count with o200k gets a margin.
+Answers are counted in the server's own tokens already (``max_tokens`` is), so they get none. A workload that
 does not fit is "not applicable" to the endpoint: greyed on the pages and never run,
 rather than a run that ends `truncated` (or a loop whose late steps fail with HTTP 400)
 and reads as a failure of the provider.
@@ -26,7 +26,7 @@ from typing import Any
 from django.db.models import Case, ExpressionWrapper, F, IntegerField, Q, Value, When
 from django.db.models.functions import Coalesce
 
-from probes import prompts
+from probes import kinds, prompts
 from probes.engine import tokens
 
 # Other tokenizers count up to ~10 % more than o200k on English prose; the chat template
@@ -61,7 +61,7 @@ def _needed(input_tokens: Any, max_tokens: Any, follow_ups: Any, div: Any) -> An
 def follow_ups(workload: Any) -> int:
     """Previous answers the workload's largest request carries: a loop's last step has
     all but its own; other kinds none."""
-    return max(0, workload.requests - 1) if workload.kind == "loop" else 0
+    return max(0, workload.requests - 1) if kinds.of(workload).feeds_answers else 0
 
 
 def tokens_needed(workload: Any, max_tokens: int | None = None) -> int:
@@ -83,7 +83,11 @@ def fits(context_tokens: int | None, workload: Any, max_tokens: int | None = Non
 def probe_tokens_needed() -> ExpressionWrapper:
     """``tokens_needed`` of a Probe row in SQL, with the probe's effective max tokens."""
     loop_follow_ups = Case(
-        When(workload__kind="loop", workload__requests__gt=1, then=F("workload__requests") - 1),
+        When(
+            workload__kind__in=kinds.names("feeds_answers"),
+            workload__requests__gt=1,
+            then=F("workload__requests") - 1,
+        ),
         default=Value(0),
         output_field=IntegerField(),
     )

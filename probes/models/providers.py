@@ -41,7 +41,7 @@ TOKEN_COUNTERS = [
     ("ollama", "Ollama's final eval_count"),
 ]
 # How an answer is held to the workload's length, beyond the instruction and max_tokens
-# (probes/workloads.length_fields says which workloads get it). One choice, not two
+# (probes/kinds/requests.length_fields says which workloads get it). One choice, not two
 # booleans: with ignore_eos the answer runs to max_tokens, so min_tokens adds nothing.
 LENGTH_CONTROLS = [
     ("", "none: the instruction and max_tokens"),
@@ -218,7 +218,7 @@ class Provider(models.Model):
     def resolve_key(self) -> ProviderKey:
         """The key to send: from the named environment variable when it is allowed and
         set, else from the encrypted store. A configured key that cannot be used is a
-        problem, and then nothing is sent (probes/runner.py)."""
+        problem, and then nothing is sent (probes/slots/)."""
         if self.api_key_env:
             source = f"environment ({self.api_key_env})"
             refusal = secrets.env_name_refusal(self.api_key_env)

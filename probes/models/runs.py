@@ -12,6 +12,7 @@ import uuid
 from django.db import models
 from django.utils import timezone
 
+from probes import kinds
 from probes.engine import contract
 from probes.engine.contract import STATUS_CHOICES
 from probes.models.providers import Endpoint
@@ -51,7 +52,7 @@ class ProbeRun(models.Model):
     run_group = models.UUIDField(default=uuid.uuid4)
     request_index = models.PositiveSmallIntegerField(default=0)
     # "single": a one-request workload; "step": one request of a group (not ranked);
-    # "group": the group's summary, which ranks (probes/groups.py).
+    # "group": the group's summary, which ranks (probes/slots/judge.py).
     role = models.CharField(max_length=8, choices=RUN_ROLES, default="single")
     group_summary = models.JSONField(null=True, blank=True)
     # The prompt is regenerated from the workload and this seed (probes/prompts).
@@ -190,12 +191,7 @@ class ProbeRun(models.Model):
             return "summary"
         if self.role == "single":
             return ""
-        kind = self.workload.kind
-        if kind == "cached":
-            return "cold" if self.request_index == 0 else "warm"
-        if kind == "parallel":
-            return "alone" if self.request_index == 0 else f"concurrent {self.request_index}"
-        return f"step {self.request_index + 1}"
+        return kinds.of(self.workload).request_label(self.request_index)
 
 
 class WorkerCalibration(models.Model):

@@ -8,17 +8,13 @@ from django.db import models
 from django.utils import timezone
 from simple_history.models import HistoricalRecords
 
+from probes import kinds
 from probes.models import context_fit
 from probes.models.providers import CanonicalModel, Endpoint, Provider
 from probes.models.validators import validate_region
 
-WORKLOAD_KINDS = [
-    ("single", "one request"),
-    ("cached", "cached prefix: one prompt sent twice (cold, then warm)"),
-    ("loop", "agent loop: sequential requests, each fed the previous answer"),
-    ("parallel", "concurrent requests, after one alone for comparison"),
-    ("sweep", "concurrency sweep: 1, 2, 4 … requests at once up to the cap (the curve)"),
-]
+# The kinds' registry names them (probes/kinds/): each kind's rules live in its module.
+WORKLOAD_KINDS = kinds.CHOICES
 WORKLOAD_CHECKS = [
     ("", "none"),
     ("json_schema", "the answer parses as JSON and follows the schema"),
@@ -37,7 +33,7 @@ MAX_GROUP_REQUESTS = 32
 
 
 class Workload(models.Model):
-    """What to send. The suite is defined in probes/workloads.py and loaded here; the
+    """What to send. The suite is defined in probes/catalog/workload_suite.py and loaded here; the
     admin may edit rows or add workloads (e.g. parallel-16). Each run's prompt is built
     from these fields and a seed (probes/prompts)."""
 
@@ -84,10 +80,8 @@ class Workload(models.Model):
         return self.name
 
     def clean(self) -> None:
-        if self.kind == "cached" and self.requests != 2:
-            raise ValidationError({"requests": "A cached workload sends its prompt twice: 2."})
-        if self.kind == "single" and self.requests != 1:
-            raise ValidationError({"requests": "A single-request workload has 1 request."})
+        if self.kind in kinds.KINDS and (errors := kinds.of(self).validate(self)):
+            raise ValidationError(errors)
         if self.material == "fixed" and not self.messages:
             raise ValidationError({"messages": "Material 'fixed' sends these messages: add some."})
         if self.answer_check == "json_schema" and not isinstance(self.params.get("schema"), dict):
@@ -97,19 +91,21 @@ class Workload(models.Model):
 
     @property
     def is_group(self) -> bool:
-        return self.kind != "single"
+        return kinds.of(self).group
 
     @property
     def concurrent_requests(self) -> int:
-        """Requests in flight at once: a parallel group's N, else one (a loop or a
-        cached pair sends its requests one after another)."""
-        return self.requests if self.kind == "parallel" else 1
+        """Requests in flight at once, with no provider's cap known: a parallel group's
+        N, a sweep's widest step, else one (a loop or a cached pair sends its requests
+        one after another). The planner asks kinds.footprint with the provider's cap."""
+        return kinds.footprint(self).width
 
     @property
     def rounds(self) -> int:
         """Requests one after another, each holding the caps: a parallel group's baseline
-        then its batch, a loop's steps, a cached pair's two, a single request's one."""
-        return 2 if self.kind == "parallel" else self.requests
+        then its batch, a loop's steps, a cached pair's two, a sweep's ladder steps, a
+        single request's one."""
+        return kinds.footprint(self).rounds
 
     def fits_concurrency(self, slots: int | None) -> bool:
         """Can a server taking ``slots`` requests at once run this? (None: unknown.)"""

@@ -18,9 +18,9 @@ from django.db import transaction
 from django.utils.text import slugify
 
 from probes.catalog import loader
+from probes.catalog.workload_suite import BY_SLUG
 from probes.models import CanonicalModel, Endpoint, Probe, Provider, Workload, context_fit
 from probes.scheduling import capacity, planner
-from probes.workloads import BY_SLUG
 
 DEFAULT_INTERVAL_S = 300
 

@@ -26,7 +26,7 @@ from django.conf import settings
 from django.db import connection
 
 from probes.engine import RunResult, contract, reasons, sanitize
-from probes.groups import Measured
+from probes.kinds import Measured
 from probes.models import Price, WorkerCalibration
 from probes.recording import live_secrets
 from probes.recording.run_rows import (

@@ -17,6 +17,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Q
 
+from probes import kinds
 from probes.models import Claim, Endpoint, Probe, Workload
 from probes.scheduling import planner
 
@@ -87,15 +88,27 @@ def endpoint_speeds(endpoints: Iterable[Endpoint]) -> dict[int, Speed]:
     return speeds
 
 
-def work_of(workload: Workload, max_tokens: int | None = None) -> planner.Work:
+def work_of(
+    workload: Workload, max_tokens: int | None = None, cap: int | None = None
+) -> planner.Work:
     # A workload without a target length may write up to its max tokens: plan for that.
     output = workload.target_output_tokens or max_tokens or workload.max_tokens
-    return planner.Work(workload.approx_input_tokens or 0, output, workload.rounds)
+    rounds = kinds.footprint(workload, cap).rounds  # as the slot holds its caps
+    return planner.Work(workload.approx_input_tokens or 0, output, rounds)
 
 
-def estimate(workload: Workload, speed: Speed, max_tokens: int | None = None) -> float:
-    work = work_of(workload, max_tokens)
+def estimate(
+    workload: Workload, speed: Speed, max_tokens: int | None = None, cap: int | None = None
+) -> float:
+    """Seconds a slot of the workload holds its caps, under a provider's ``cap``."""
+    work = work_of(workload, max_tokens, cap)
     return planner.estimate_busy_s(work, speed.output_tps, speed.prefill_tps, speed.ttft_s)
+
+
+def footprint(probe: Probe) -> kinds.Footprint:
+    """What one slot of the probe holds: the same figures the slot takes
+    (probes/slots/plan.py), a sweep's ladder cut at its provider's cap."""
+    return kinds.footprint(probe.workload, probe.endpoint.provider.max_concurrency)
 
 
 @dataclass(frozen=True)
@@ -110,7 +123,7 @@ class ProbeBusy:
             key=probe.pk,
             interval_s=interval_s or probe.interval_s,
             busy_s=self.busy_s,
-            width=probe.workload.concurrent_requests,
+            width=footprint(probe).width,
             jitter_s=probe.jitter_s,
             phase_s=int(probe.next_run_at.timestamp()) % planner.CYCLE_S,
         )
@@ -128,11 +141,12 @@ def busy_of(probes: Iterable[Probe], given_tps: float | None = None) -> list[Pro
     result = []
     for probe in probes:
         if probe.pk in measured_ms:
-            busy = measured_ms[probe.pk] / 1000 * probe.workload.rounds
+            busy = measured_ms[probe.pk] / 1000 * footprint(probe).rounds
             result.append(ProbeBusy(probe, busy, "measured"))
         else:
             speed = speeds[probe.endpoint_id]
-            busy = estimate(probe.workload, speed, probe.max_tokens)
+            cap = probe.endpoint.provider.max_concurrency
+            busy = estimate(probe.workload, speed, probe.max_tokens, cap)
             result.append(ProbeBusy(probe, busy, speed.source))
     return result
 
@@ -247,7 +261,7 @@ def capacity_plan(probes: Iterable[Probe] | None = None) -> list[CapUse]:
     for item in busy_of(probes):
         probe = item.probe
         provider = probe.endpoint.provider
-        width = probe.workload.concurrent_requests
+        width = footprint(probe).width
         per_worker = settings.WORKER_MAX_CONCURRENT_PROBES
         pairs = [
             (CapUse("provider", provider.pk, provider.name, provider.max_concurrency), width),

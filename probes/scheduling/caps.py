@@ -17,13 +17,15 @@ A 429 backs the whole provider off until its `retry-after` has passed
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import redis
 from django.conf import settings
@@ -31,6 +33,8 @@ from django.conf import settings
 from probes.models import Provider
 from probes.platform.redis_client import redis_client
 from probes.scheduling import waiting
+
+log = logging.getLogger(__name__)
 
 PREFIX = "inferwatch:sem"
 # Between the holder's name and the random part of a token; never in a Celery node name.
@@ -247,6 +251,46 @@ def probe_slots(
                 per_provider.release(client, token)
     finally:
         per_worker.release(client, worker_token)
+
+
+class BackingOff(Exception):
+    def __init__(self, until: datetime) -> None:
+        super().__init__(f"provider backing off until {until.isoformat()}")
+        self.until = until
+
+
+def hold(
+    provider: Provider,
+    worker: str,
+    footprint: Any,
+    first: Any,
+    stages: Sequence[Callable[[Any], Any]],
+    wait: Wait | None = None,
+) -> Any:
+    """The slot's caps stage (probes/slots/): hold ``footprint`` (its ``width`` streams
+    for ``rounds`` requests in turn; None: nothing will be sent, so no slot) while the
+    ``stages`` below run in turn, each reading what the one before returned, starting
+    from ``first``; return the last one's value.
+
+    Raises BackingOff (the provider asked us to wait), TooNarrow, Busy or Stopped before
+    any stage runs. A last value saying ``rate_limited`` backs the provider off by its
+    ``retry_after_s``. What the stages do is theirs: this module never imports them.
+    """
+    until = backing_off_until(provider)
+    if until:
+        raise BackingOff(until)
+    value = first
+    if footprint is None:
+        for stage in stages:
+            value = stage(value)
+    else:
+        with probe_slots(provider, worker, footprint.width, footprint.rounds, wait=wait):
+            for stage in stages:  # Busy was raised before: nothing sent
+                value = stage(value)
+    if getattr(value, "rate_limited", False):
+        back_off(provider, value.retry_after_s)
+        log.info("%s: 429, backing off %s", provider.slug, provider.backoff_until)
+    return value
 
 
 # -- 429 back-off ---------------------------------------------------------------------------

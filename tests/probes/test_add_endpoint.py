@@ -13,12 +13,12 @@ from django.urls import reverse
 
 from dashboard.queries import filters as query_filters
 from dashboard.queries import leaderboard as leaderboards
-from probes import runner
 from probes.catalog.loader import LoadReport, load_workloads
 from probes.models import CanonicalModel, Endpoint, Probe, ProbeRun, Provider
 from probes.onboarding import connection_check, new_endpoint
 from probes.scheduling import dispatch
 from probes.simulator import ServerTraits, start_in_process, start_in_thread
+from probes.slots import run as runner
 from tests.probes.test_admin import provider_form
 
 MODEL = "sim-gpu@tps=3000,ttft=20"

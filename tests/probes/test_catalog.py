@@ -16,6 +16,7 @@ from probes.catalog.seeds import (
     DEMO_PROVIDERS,
     PROVIDERS,
 )
+from probes.catalog.workload_suite import WORKLOADS
 from probes.models import (
     CanonicalModel,
     CatalogRecord,
@@ -27,7 +28,6 @@ from probes.models import (
     Workload,
 )
 from probes.simulator.profiles import BUILTIN
-from probes.workloads import WORKLOADS
 
 pytestmark = pytest.mark.django_db
 

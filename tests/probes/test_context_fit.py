@@ -12,12 +12,14 @@ from datetime import UTC, datetime
 
 import pytest
 
-from probes import groups, prompts, runner, workloads
+from probes import kinds, prompts
+from probes.catalog import workload_suite
 from probes.catalog.loader import LoadReport, load_workloads
 from probes.engine import ProbeRequest, RunResult, tokens
 from probes.models import CanonicalModel, Endpoint, Probe, ProbeRun, Provider, Workload, context_fit
 from probes.onboarding import connection_check, new_endpoint
 from probes.simulator import ServerTraits, start_in_thread
+from probes.slots import run as runner
 
 MODEL = "sim-gpu@tps=3000,ttft=20"
 
@@ -40,7 +42,7 @@ def chatml_size(messages: list[dict]) -> int:
 
 
 def sent_by_a_loop(workload, seed: int) -> list[list[dict]]:
-    """Every request groups.run sends for this loop, each step answered at full length."""
+    """Every request the loop kind sends, each step answered at full length."""
     sent: list[list[dict]] = []
 
     def measure_one(req: ProbeRequest) -> RunResult:
@@ -48,21 +50,18 @@ def sent_by_a_loop(workload, seed: int) -> list[list[dict]]:
         text = answer_of(req.max_tokens, seed + len(sent))
         return RunResult(status="ok", text=text, output_tokens=req.max_tokens)
 
-    def new_request(messages, body, headers, include_text) -> ProbeRequest:
-        return ProbeRequest(
-            api="openai-chat", base_url="http://127.0.0.1:9/v1", model="m",
-            messages=messages, max_tokens=workload.max_tokens, include_text=include_text,
-        )  # fmt: skip
-
-    plan = groups.Plan(
+    template = ProbeRequest(
+        api="openai-chat", base_url="http://127.0.0.1:9/v1", model="m",
+        max_tokens=workload.max_tokens,
+    )  # fmt: skip
+    plan = kinds.Plan(
         workload=workload,
-        api="openai-chat",
-        new_request=new_request,
+        template=template,
         seed_of=lambda index: seed,
         measure_one=measure_one,
         measure_many=lambda reqs: [measure_one(r) for r in reqs],
     )
-    groups.run(plan)
+    kinds.of(workload).requests(plan)
     return sent
 
 
@@ -70,7 +69,7 @@ def sent_by_a_loop(workload, seed: int) -> list[list[dict]]:
     ("requests", "max_tokens", "seed"), [(10, 300, 1), (10, 300, 2), (3, 1000, 3), (32, 80, 4)]
 )
 def test_the_loops_largest_request_fits_in_what_the_formula_asks(requests, max_tokens, seed):
-    seed_row = workloads.get("agent-loop")
+    seed_row = workload_suite.get("agent-loop")
     workload = Workload(
         **(seed_row.row_fields() | {"requests": requests, "max_tokens": max_tokens})
     )
@@ -90,8 +89,8 @@ def test_the_loops_largest_request_fits_in_what_the_formula_asks(requests, max_t
 
 
 def test_other_kinds_need_one_request():
-    standard, cached = workloads.get("standard-1k"), workloads.get("cached-10k")
-    parallel = workloads.get("parallel-8")
+    standard, cached = workload_suite.get("standard-1k"), workload_suite.get("cached-10k")
+    parallel = workload_suite.get("parallel-8")
     for workload in (standard, cached, parallel):
         assert context_fit.follow_ups(workload) == 0
     # A cached pair and a parallel batch need what one of their requests does.

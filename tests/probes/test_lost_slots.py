@@ -15,11 +15,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.db import connection
 
-from probes import runner
 from probes.models import DispatchedSlot, Probe, ProbeRun
 from probes.recording import recorder
 from probes.scheduling import caps, dispatch, ledger
 from probes.scheduling.heartbeat import read_heartbeats
+from probes.slots import run as runner
 from probes.tasks import (
     dispatch_due_probes,
     prune_raw_runs,

@@ -15,10 +15,10 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
 )
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
-from probes import runner
 from probes.engine.buckets import LATENCY_EDGES
 from probes.engine.result import RunResult
 from probes.platform import otel
+from probes.slots import run as runner
 
 TARGET = otel.Target("cerebras", "llama-3.3-70b", "https://api.cerebras.ai/v1", "chat", "eu")
 

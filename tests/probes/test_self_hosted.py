@@ -17,10 +17,10 @@ from django.core.management import CommandError, call_command
 from django.test import Client
 from django.urls import reverse
 
-from probes import runner
 from probes.models import CanonicalModel, Endpoint, Probe, ProbeRun, Provider, Workload
 from probes.onboarding import connection_check
 from probes.simulator import PowerModel, Profile, ServerTraits, start_in_thread
+from probes.slots import run as runner
 from tests.probes.test_add_endpoint import form
 
 POWER = PowerModel(idle_w=60.0, j_per_token=0.5)
@@ -182,10 +182,10 @@ def test_a_sweep_against_a_batched_server_draws_the_curve_and_finds_the_knee():
 
 
 def test_a_sweep_stops_at_the_endpoints_cap_and_is_stored_with_its_steps(db, vllm):
-    from probes import workloads
+    from probes.catalog import workload_suite
 
     probe = _probe(vllm)
-    seed = workloads.SWEEP
+    seed = workload_suite.SWEEP
     sweep_workload = Workload.objects.create(
         slug="sweep", name=seed.name, kind="sweep", material="prose", instruction=seed.instruction,
         max_tokens=60, requests=16, params={**seed.params, "ttft_slo_ms": 1000},

@@ -17,9 +17,9 @@ import orjson
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from dashboard.web.api import run_as_dict
-from probes import runner
 from probes.models import Probe, ProbeRun
 from probes.scheduling import caps
+from probes.slots import run as runner
 
 DEFAULT_WAIT_S = 60.0
 

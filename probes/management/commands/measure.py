@@ -11,7 +11,8 @@ import orjson
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DatabaseError
 
-from probes import groups, workloads
+from probes import kinds
+from probes.catalog import workload_suite
 from probes.engine import (
     APIS,
     Limits,
@@ -25,6 +26,7 @@ from probes.engine.energy import SelectorError
 from probes.engine.request import TOKEN_COUNTERS
 from probes.engine.telemetry import Telemetry
 from probes.models import Workload
+from probes.slots import judge
 
 _TABLE = (
     ("status", "status", 14),
@@ -70,8 +72,8 @@ class Command(BaseCommand):
         source.add_argument("--prompt", help="a single user message")
         source.add_argument(
             "--workload",
-            help=f"a workload of the suite ({', '.join(workloads.BY_SLUG)}) or one added "
-            f"in the admin; default {workloads.DEFAULT_SLUG}",
+            help=f"a workload of the suite ({', '.join(workload_suite.BY_SLUG)}) or one added "
+            f"in the admin; default {workload_suite.DEFAULT_SLUG}",
         )
         parser.add_argument(
             "--seed", type=int, help="prompt seed (default: a fresh one per run, printed)"
@@ -115,39 +117,31 @@ class Command(BaseCommand):
             req = self._find_token_counter(req)
         if opts["prompt"] is not None:
             for i in range(opts["repeat"]):
-                self._show(i, groups.Measured(0, "single", measure_sync(req)), opts)
+                self._show(i, kinds.Measured(0, "single", measure_sync(req)), opts)
             return
-        workload = self._workload(opts["workload"] or workloads.DEFAULT_SLUG)
+        workload = self._workload(opts["workload"] or workload_suite.DEFAULT_SLUG)
         if opts["max_tokens"]:
             workload = _with(workload, max_tokens=opts["max_tokens"])
         row = 0
         for _ in range(opts["repeat"]):
             seed = opts["seed"] if opts["seed"] is not None else random.getrandbits(62)
 
-            def new_request(messages, body, headers, include_text, seed=seed) -> ProbeRequest:
-                return dataclasses.replace(
-                    req,
-                    messages=messages,
-                    max_tokens=workload.max_tokens,
-                    extra_body={**body, **req.extra_body},
-                    extra_headers={**headers, **req.extra_headers},
-                    include_text=include_text or opts["include_text"],
-                )
-
-            plan = groups.Plan(
+            plan = kinds.Plan(
                 workload=workload,
-                api=req.api,
-                new_request=new_request,
+                # The kind sets each request's messages and its check's fields.
+                template=dataclasses.replace(
+                    req, max_tokens=workload.max_tokens, include_text=opts["include_text"]
+                ),
                 # Request i of a group gets its own prompt (parallel); a cached pair and a
                 # loop use request 0's.
                 seed_of=lambda index, seed=seed: seed + index,
                 measure_one=measure_sync,
                 measure_many=measure_all_sync,
             )
-            for measured in groups.run(plan):
-                if workload.kind == "sweep" and measured.role == "group":
+            for measured in _measured_and_judged(plan):
+                if kinds.of(workload).curve and measured.role == "group":
                     self._show_steps(measured, opts)  # the curve, one row per step
-                elif workload.kind == "sweep":
+                elif kinds.of(workload).curve:
                     continue
                 self._show(row, measured, opts)
                 row += 1
@@ -165,7 +159,7 @@ class Command(BaseCommand):
 
     def _workload(self, slug: str) -> Any:
         try:
-            return workloads.get(slug)
+            return workload_suite.get(slug)
         except KeyError as exc:
             message = exc.args[0]
         try:  # one the admin added (e.g. parallel-16), when a database is reachable
@@ -173,7 +167,7 @@ class Command(BaseCommand):
         except (Workload.DoesNotExist, DatabaseError):
             raise CommandError(message) from None
 
-    def _show_steps(self, measured: groups.Measured, opts: dict[str, Any]) -> None:
+    def _show_steps(self, measured: kinds.Measured, opts: dict[str, Any]) -> None:
         steps = (measured.group_summary or {}).get("steps") or []
         if opts["json"]:
             for step in steps:
@@ -187,7 +181,7 @@ class Command(BaseCommand):
             self.stdout.write(" ".join(cell.rjust(15) for cell in cells))
         self.stdout.write(f"knee at concurrency {measured.group_summary.get('knee') or '-'}")
 
-    def _show(self, i: int, measured: groups.Measured, opts: dict[str, Any]) -> None:
+    def _show(self, i: int, measured: kinds.Measured, opts: dict[str, Any]) -> None:
         if opts["json"]:
             data = measured.as_json()
             if opts["include_text"]:
@@ -245,7 +239,7 @@ class Command(BaseCommand):
         except (ValueError, SelectorError) as exc:
             raise CommandError(str(exc)) from None
 
-    def _print_row(self, i: int, measured: groups.Measured, include_text: bool) -> None:
+    def _print_row(self, i: int, measured: kinds.Measured, include_text: bool) -> None:
         result: RunResult = measured.result
         if i == 0:
             header = "run  " + " ".join(title.rjust(width) for title, _, width in _TABLE)
@@ -275,3 +269,13 @@ class Command(BaseCommand):
             if result.reasoning_text:
                 self.stdout.write(f"     reasoning: {result.reasoning_text}")
             self.stdout.write(f"     text: {result.text}")
+
+
+def _measured_and_judged(plan: kinds.Plan) -> list[kinds.Measured]:
+    """The workload's requests, judged, and a group's summary: a slot's measure and judge
+    stages without its caps or its recording."""
+    kind, workload = kinds.of(plan.workload), plan.workload
+    members = [judge.judge_answer(workload, m) for m in kind.requests(plan)]
+    if not kind.group:
+        return members
+    return [*members, judge.summarize(workload, members, kind.size(workload), plan.cap)]

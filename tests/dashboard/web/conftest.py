@@ -19,10 +19,12 @@ from django.utils.text import slugify
 
 from dashboard import rollups
 from dashboard.queries import aggregates
-from probes import prompts, runner, workloads
+from probes import prompts
 from probes.catalog.loader import LoadReport, load_demo, load_workloads
 from probes.catalog.seeds import DEMO_PROVIDERS, DemoSeed
+from probes.catalog.workload_suite import WORKLOADS
 from probes.engine import Limits, Prices, ProbeRequest, RunResult, measure
+from probes.kinds import requests as kind_requests
 from probes.models import (
     CanonicalModel,
     Claim,
@@ -36,7 +38,7 @@ from probes.models import (
 from probes.recording import recorder
 from probes.recording.recorder import RunContext
 from probes.simulator import BUILTIN, REALISTIC_FAULTS, SimulatorProcess, start_in_process
-from probes.workloads import WORKLOADS
+from probes.slots import run as runner
 
 # live_server + Playwright's sync API share one thread: Django's async-safety check
 # would refuse the ORM calls pytest-django makes there (known interaction).
@@ -277,7 +279,7 @@ def demo_measurements() -> DemoMeasurements:
     """Each demo profile measured DEMO_REAL_RUNS times (providers side by side, each in
     turn), plus one run of each fault the flaky profile draws from."""
     spec = next(w for w in WORKLOADS if w.slug == DEMO_WORKLOAD)
-    messages = prompts.build(workloads.prompt_spec(spec), seed=1)
+    messages = prompts.build(kind_requests.prompt_spec(spec), seed=1)
     profiles = [seed.profile for seed in DEMO_PROVIDERS]
     fault_models = [f"sim-flaky@fault={fault},errors=0" for fault in REALISTIC_FAULTS]
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from probes import runner
 from probes.models import CanonicalModel, Endpoint, Probe, ProbeRun, Provider, Workload
 from probes.simulator import PowerModel, Profile, ServerTraits, start_in_thread
+from probes.slots import run as runner
 from tests.dashboard.web import test_browser as chromium
 from tests.dashboard.web.test_browser import CHROMIUM, trace_count
 

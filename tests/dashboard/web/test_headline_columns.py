@@ -19,9 +19,9 @@ import pytest
 
 from dashboard import rollups, snapshots
 from dashboard.queries import aggregates
-from probes import runner
 from probes.catalog.seeds import PROVIDERS
 from probes.models import Claim, Probe, ProbeRun, Workload
+from probes.slots import run as runner
 
 HEADLINES = (
     "first_sentence_ms",

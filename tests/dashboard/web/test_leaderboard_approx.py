@@ -17,10 +17,10 @@ from django.urls import reverse
 from dashboard import rollups, snapshots
 from dashboard.definitions import APPROX_TOKENS
 from dashboard.queries import aggregates
-from probes import runner
 from probes.catalog.loader import LoadReport, load_workloads
 from probes.models import CanonicalModel, Endpoint, Probe, ProbeRun, Provider, Workload
 from probes.simulator import start_in_thread
+from probes.slots import run as runner
 
 RUNS = 2
 QUERY = {"workload": "chat-short", "window": "24h"}

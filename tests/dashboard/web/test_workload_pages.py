@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-from probes import workloads
+from probes.catalog import workload_suite
 from probes.models import Claim, Probe, ProbeRun, Workload
 
 
@@ -22,7 +22,7 @@ def group_row(probe: Probe) -> ProbeRun:
 
 def test_the_leaderboard_offers_every_workload_and_ranks_a_group_by_its_summary(client, measured):
     html = client.get("/").content.decode()
-    for seed in workloads.WORKLOADS:
+    for seed in workload_suite.WORKLOADS:
         assert f'<option value="{seed.slug}"' in html
     assert 'value="standard-1k" selected' in html  # the headline workload by default
 
@@ -107,7 +107,7 @@ def test_the_api_and_csv_carry_groups_checks_and_seeds(client, measured):
 
 def test_the_methodology_page_lists_every_workload_with_its_parameters(client, measured):
     html = client.get("/methodology/").content.decode()
-    for seed in workloads.WORKLOADS:
+    for seed in workload_suite.WORKLOADS:
         assert f'id="workload-{seed.slug}"' in html
     assert "concurrent requests, after one alone for comparison" in html
     assert 'id="token-counts"' in html

@@ -12,7 +12,7 @@ import orjson
 import pytest
 from django.core.management import CommandError, call_command
 
-from probes import workloads
+from probes.catalog import workload_suite
 from probes.engine import STATUSES, tokens
 from probes.simulator import SimulatorHandle
 from tests.conftest import ROOT
@@ -212,9 +212,9 @@ def test_simulate_provider_serves_what_measure_measures() -> None:
 
 
 def test_workload_slugs_are_unique_and_old_slugs_still_resolve() -> None:
-    assert len({w.slug for w in workloads.WORKLOADS}) == len(workloads.WORKLOADS)
-    assert workloads.get("chat-1k") is workloads.get("standard-1k")
-    assert workloads.get("short") is workloads.get("chat-short")
+    assert len({w.slug for w in workload_suite.WORKLOADS}) == len(workload_suite.WORKLOADS)
+    assert workload_suite.get("chat-1k") is workload_suite.get("standard-1k")
+    assert workload_suite.get("short") is workload_suite.get("chat-short")
     assert set(STATUSES) >= {"ok", "empty"}
 
 

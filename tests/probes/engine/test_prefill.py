@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import pytest
 
-from probes import prompts, workloads
+from probes import prompts
+from probes.catalog import workload_suite
 from probes.engine import ProbeRequest, measure_sync
+from probes.kinds import requests as kind_requests
 from probes.simulator import SimulatorProcess
 
 RATE = 10_000  # prompt tokens/s: 10,000 tokens take 1 s, well above any local noise
@@ -24,7 +26,7 @@ REL = 0.05
 
 
 def long_prompt(seed: int) -> list[dict]:
-    return prompts.build(workloads.prompt_spec(workloads.get("long-10k")), seed)
+    return prompts.build(kind_requests.prompt_spec(workload_suite.get("long-10k")), seed)
 
 
 def measure_long(sim: SimulatorProcess, model: str, seed: int, **request) -> tuple:
@@ -82,7 +84,7 @@ def test_a_cached_repeat_and_a_short_prompt_have_no_prefill_rate(sim_process) ->
     assert warm.cached_input_tokens == size and warm.prefill_tps is None
     assert warm.ttft_ms < cold.ttft_ms / 10  # nothing left to prefill
 
-    spec = workloads.prompt_spec(workloads.get("chat-short"))
+    spec = kind_requests.prompt_spec(workload_suite.get("chat-short"))
     short = measure_sync(
         ProbeRequest(
             api="openai-chat",

@@ -24,10 +24,10 @@ import pytest
 from hypothesis import HealthCheck, event, example, given, settings, target
 from hypothesis import strategies as st
 
-from probes import runner
 from probes.engine import STATUSES, Limits
 from probes.models import ProbeRun, Provider
 from probes.recording import run_spool
+from probes.slots import run as runner
 from tests.probes.engine import hostile
 
 pytestmark = pytest.mark.django_db

@@ -26,9 +26,9 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from dashboard.web.api import run_as_dict
-from probes import runner
 from probes.engine import STATUSES, sanitize
 from probes.models import ProbeRun, Provider
+from probes.slots import run as runner
 from tests.probes.engine import hostile
 
 pytestmark = pytest.mark.django_db

@@ -16,10 +16,10 @@ import orjson
 import pytest
 from django.db import connection
 
-from probes import runner
 from probes.engine import RunResult, sanitize
 from probes.models import ProbeRun, Provider
 from probes.recording import recorder
+from probes.slots import run as runner
 from tests.probes.engine import hostile
 
 pytestmark = pytest.mark.django_db

@@ -8,9 +8,9 @@ from decimal import Decimal
 
 import pytest
 
-from probes import runner
 from probes.models import ProbeRun, Provider, WorkerCalibration
 from probes.scheduling import caps
+from probes.slots import run as runner
 from probes.tasks import run_probe
 
 SLOT = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)

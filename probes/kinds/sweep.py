@@ -1,4 +1,4 @@
-"""The concurrency curve: the same fresh-prompt request at 1, 2, 4, 8 … streams at once.
+"""sweep: the concurrency curve, the same fresh-prompt request at 1, 2, 4, 8 … at once.
 
 Each step of the ladder (the workload's ``params["ladder"]``, default 1, 2, 4, 8, 16,
 never above the workload's ``requests`` nor the endpoint's cap or slots) sends that many
@@ -16,7 +16,8 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from probes.engine import RunResult
+from probes.engine.result import RunResult
+from probes.kinds.base import Footprint, Kind, Measured, Plan, stop
 
 DEFAULT_LADDER = (1, 2, 4, 8, 16)
 DEFAULT_TTFT_SLO_MS = 2000.0
@@ -30,11 +31,6 @@ def ladder(workload: Any, cap: int | None = None) -> list[int]:
     steps = params.get("ladder") or DEFAULT_LADDER
     top = min(workload.requests, cap) if cap else workload.requests
     return sorted({int(s) for s in steps if isinstance(s, int) and 1 <= s <= top})
-
-
-def full_size(workload: Any) -> int:
-    """Requests in the whole ladder (the group's summary takes the next index)."""
-    return sum(ladder(workload))
 
 
 def slo(workload: Any) -> tuple[float, float]:
@@ -110,3 +106,51 @@ def summary(group: RunResult, steps: list[dict[str, Any]], workload: Any, out: d
         tpot_slo_ms=tpot_slo,
         best_aggregate_tps=group.output_tps,
     )
+
+
+class Sweep(Kind):
+    name = "sweep"
+    title = "concurrency sweep: 1, 2, 4 … requests at once up to the cap (the curve)"
+    curve = True
+
+    def size(self, workload: Any) -> int:
+        """Requests in the whole ladder (the group's summary takes the next index)."""
+        return sum(ladder(workload))
+
+    def footprint(self, workload: Any, cap: int | None = None) -> Footprint:
+        # The widest step under the cap, for as many rounds as the ladder has steps:
+        # what the runner holds and what the planner must plan for.
+        steps = ladder(workload, cap)
+        return Footprint(max(steps) if steps else 1, max(1, len(steps)))
+
+    def expected(self, workload: Any, cap: int | None = None) -> int:
+        return sum(ladder(workload, cap))  # the ladder stops at the cap
+
+    def requests(self, plan: Plan) -> list[Measured]:
+        for concurrency in ladder(plan.workload, plan.cap):
+            start = len(plan.measured)
+            step = self.batch(plan, range(start, start + concurrency))
+            if any(stop(m.result) for m in step):
+                break
+        return plan.measured
+
+    def summarize(
+        self, group: RunResult, members: list[Measured], workload: Any, cap: int | None
+    ) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        summary(group, _steps(workload, members, cap), workload, out)
+        return out
+
+
+def _steps(workload: Any, members: list[Measured], cap: int | None) -> list[dict]:
+    steps, start = [], 0
+    for concurrency in ladder(workload, cap):
+        batch = [m.result for m in members[start : start + concurrency]]
+        if len(batch) < concurrency:
+            break
+        steps.append(step_figures(concurrency, batch, workload))
+        start += concurrency
+    return steps
+
+
+KIND = Sweep()

@@ -11,10 +11,13 @@ from decimal import Decimal
 
 import pytest
 
-from probes import prompts, runner, workloads
+from probes import prompts
+from probes.catalog import workload_suite
+from probes.kinds import requests as kind_requests
 from probes.models import Price, ProbeRun, Workload
 from probes.scheduling import caps
 from probes.simulator.profiles import BUILTIN
+from probes.slots import run as runner
 
 SLOT = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -22,7 +25,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def suite_workload(slug: str, **changes) -> Workload:
     """A row of the suite, smaller where that only makes the test slower."""
-    fields = workloads.get(slug).row_fields() | changes
+    fields = workload_suite.get(slug).row_fields() | changes
     return Workload.objects.create(slug=f"t-{slug}", **fields)
 
 
@@ -96,7 +99,7 @@ def test_a_stored_seed_regenerates_the_prompt_exactly(make_probe):
     probe = probe_for(make_probe, workload)
     runner.run_slot(probe, SLOT, "w1", "local")
     (run,) = runs_of(probe)
-    messages = prompts.build(workloads.prompt_spec(workload), run.prompt_seed)
+    messages = prompts.build(kind_requests.prompt_spec(workload), run.prompt_seed)
     assert prompts.input_size(messages) == run.prompt_tokens_o200k
     # The provider's own count of the prompt sits beside ours (the simulator counts o200k).
     assert run.input_tokens == run.prompt_tokens_o200k

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from probes import prompts, workloads
+from probes import prompts
+from probes.catalog import workload_suite
+from probes.kinds import requests as kind_requests
 from probes.prompts import SIZE_TOLERANCE
 
 
-@pytest.mark.parametrize("seed_spec", [w for w in workloads.WORKLOADS if w.approx_input_tokens])
+@pytest.mark.parametrize(
+    "seed_spec", [w for w in workload_suite.WORKLOADS if w.approx_input_tokens]
+)
 def test_every_sized_workload_lands_within_ten_percent_of_its_target(seed_spec) -> None:
-    spec = workloads.prompt_spec(seed_spec)
+    spec = kind_requests.prompt_spec(seed_spec)
     target = seed_spec.approx_input_tokens
     for seed in range(12):
         size = prompts.input_size(prompts.build(spec, seed))
@@ -18,7 +22,7 @@ def test_every_sized_workload_lands_within_ten_percent_of_its_target(seed_spec) 
 
 
 def test_the_same_seed_gives_the_same_bytes_and_another_seed_another_prefix() -> None:
-    spec = workloads.prompt_spec(workloads.get("long-10k"))
+    spec = kind_requests.prompt_spec(workload_suite.get("long-10k"))
     a1, a2, b = prompts.build(spec, 7), prompts.build(spec, 7), prompts.build(spec, 8)
     assert a1 == a2
     # No shared prefix a prompt cache could serve: the very first message differs early.
@@ -29,15 +33,15 @@ def test_the_same_seed_gives_the_same_bytes_and_another_seed_another_prefix() ->
 
 
 def test_a_seed_is_derived_from_the_runs_identity_and_is_stable() -> None:
-    assert workloads.seed_for("12/2026-01-01T00:00:00+00:00/0") == workloads.seed_for(
+    assert kind_requests.seed_for("12/2026-01-01T00:00:00+00:00/0") == kind_requests.seed_for(
         "12/2026-01-01T00:00:00+00:00/0"
     )
-    seeds = {workloads.seed_for(f"12/2026-01-01T00:00:00+00:00/{i}") for i in range(100)}
+    seeds = {kind_requests.seed_for(f"12/2026-01-01T00:00:00+00:00/{i}") for i in range(100)}
     assert len(seeds) == 100 and all(0 <= s < 2**63 for s in seeds)
 
 
 def test_code_refactor_sends_the_whole_sample_in_a_seeded_order() -> None:
-    spec = workloads.prompt_spec(workloads.get("code-refactor"))
+    spec = kind_requests.prompt_spec(workload_suite.get("code-refactor"))
     one, two = prompts.build(spec, 1)[-1]["content"], prompts.build(spec, 2)[-1]["content"]
     for block in prompts.code_blocks():
         assert block in one and block in two
@@ -45,13 +49,13 @@ def test_code_refactor_sends_the_whole_sample_in_a_seeded_order() -> None:
 
 
 def test_the_puzzle_has_the_solution_its_comment_claims() -> None:
-    spec = workloads.prompt_spec(workloads.get("reasoning"))
+    spec = kind_requests.prompt_spec(workload_suite.get("reasoning"))
     text = prompts.build(spec, 3)[-1]["content"]
     assert "Three friends" in text and "step by step" in text
 
 
 def test_a_loop_step_carries_the_conversation_and_the_previous_answer() -> None:
-    spec = workloads.prompt_spec(workloads.get("agent-loop"))
+    spec = kind_requests.prompt_spec(workload_suite.get("agent-loop"))
     first = prompts.build(spec, 5)
     second = prompts.follow_up(spec, first, "1. Count rain.", 1, 10)
     assert second[: len(first)] == first
@@ -82,8 +86,8 @@ def _objects_and_keys(schema):
 
 
 def test_anthropic_gets_the_generally_available_structured_output_form() -> None:
-    workload = workloads.get("json-schema")
-    body, headers = workloads.request_extras(workload, "anthropic-messages")
+    workload = workload_suite.get("json-schema")
+    body, headers = kind_requests.request_extras(workload, "anthropic-messages")
     assert body == {
         "output_config": {"format": {"type": "json_schema", "schema": workload.params["schema"]}}
     }
@@ -92,7 +96,7 @@ def test_anthropic_gets_the_generally_available_structured_output_form() -> None
 
 @pytest.mark.parametrize("slug", ["json-schema", "tool-call"])
 def test_the_suites_schemas_are_ones_anthropic_accepts(slug) -> None:
-    params = workloads.get(slug).params
+    params = workload_suite.get(slug).params
     schemas = (
         [params["schema"]] if "schema" in params else [t["parameters"] for t in params["tools"]]
     )

@@ -12,13 +12,14 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from celery.exceptions import SoftTimeLimitExceeded
 
-from probes import runner
 from probes.models import ProbeRun
 from probes.recording import recorder
 from probes.scheduling import caps
+from probes.slots import measure as measure_stage
+from probes.slots import run as runner
 from probes.tasks import run_probe
 from tests.probes.conftest import current_slot, wait_for
-from tests.probes.test_workload_groups import probe_for, runs_of, suite_workload
+from tests.probes.slots.test_workload_groups import probe_for, runs_of, suite_workload
 
 SLOT = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -95,7 +96,7 @@ def test_a_group_an_exception_cuts_short_is_closed_saying_so(make_probe, monkeyp
     def out_of_time(requests):  # the task's soft time limit fires during the batch
         raise SoftTimeLimitExceeded()
 
-    monkeypatch.setattr(runner, "measure_all_sync", out_of_time)
+    monkeypatch.setattr(measure_stage, "measure_all_sync", out_of_time)
     with pytest.raises(SoftTimeLimitExceeded):
         runner.run_slot(probe, SLOT, "w1", "local")
 

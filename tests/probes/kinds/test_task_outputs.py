@@ -10,16 +10,19 @@ import json
 
 import pytest
 
-from probes import checks, workloads
+from probes import kinds
+from probes.catalog import workload_suite
 from probes.engine import ProbeRequest, measure_sync
+from probes.kinds import checks
+from probes.kinds import requests as kind_requests
 from probes.simulator import SimulatorHandle
 
 APIS = ["openai-chat", "anthropic-messages"]
 
 
 def _request(sim: SimulatorHandle, api: str, slug: str, model: str = "sim-default") -> tuple:
-    workload = workloads.get(slug)
-    body, headers = workloads.request_extras(workload, api)
+    workload = workload_suite.get(slug)
+    body, headers = kind_requests.request_extras(workload, api)
     req = ProbeRequest(
         api=api,
         base_url=sim.base_url,
@@ -27,7 +30,7 @@ def _request(sim: SimulatorHandle, api: str, slug: str, model: str = "sim-defaul
         max_tokens=workload.max_tokens,
         extra_body=body,
         extra_headers=headers,
-        include_text=checks.needs_text(workload),
+        include_text=kinds.needs_text(workload),
     )
     return workload, measure_sync(req)
 
@@ -62,7 +65,7 @@ def test_an_answer_that_breaks_the_schema_is_invalid_with_the_reason(sim) -> Non
     result.text = "Sure! Here is the JSON"
     assert checks.verdict(workload, result)[0] is False
     result.tool_calls = None
-    tool_workload = workloads.get("tool-call")
+    tool_workload = workload_suite.get("tool-call")
     assert checks.verdict(tool_workload, result) == (False, "the answer was not a tool call")
 
 

@@ -3,9 +3,9 @@ layer passes the setting to the engine, which keeps its own default when used al
 
 from datetime import UTC, datetime
 
-from probes import runner
 from probes.engine import MIN_SPEED_TOKENS, ProbeRequest
 from probes.models import ProbeRun
+from probes.slots import run as runner
 
 SLOT = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)
 

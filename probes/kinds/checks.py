@@ -1,7 +1,8 @@
 """Per-workload verdicts on an answer: JSON and tool calls valid, stopped far short.
 
-Plain functions of the workload (a row or a seed) and the engine's RunResult; the
-runner stores what they return beside the run.
+Plain functions of the workload (a row or a seed) and the engine's RunResult; the slot's
+judge stage (probes/slots/judge.py) stores what they return beside the run. Answer checks
+cut across the kinds (a single request or a loop's steps may be checked alike).
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from probes.engine import RunResult
+from probes.engine.result import RunResult
 
 # A run whose output is below this share of the workload's target "stopped far short":
 # flagged and kept out of speed rankings (the instruction asked for more).
@@ -20,9 +21,9 @@ WHOLE_ANSWER_CHECKS = ("json_schema", "tool_call")
 _DETAIL_MAX = 300
 
 
-def needs_text(workload: Any) -> bool:
-    """Whether the answer text must come back from the engine (checked or fed on)."""
-    return workload.answer_check == "json_schema" or workload.kind == "loop"
+def needs_text_to_check(workload: Any) -> bool:
+    """Whether the check reads the answer's text (a tool call comes back parsed)."""
+    return workload.answer_check == "json_schema"
 
 
 def stopped_short(workload: Any, result: RunResult) -> bool:
@@ -33,7 +34,9 @@ def stopped_short(workload: Any, result: RunResult) -> bool:
 
 
 def _schema_error(instance: Any, schema: Any) -> str | None:
-    import jsonschema  # where used: the catalog loads this module when Django starts
+    # Imported where used: the models read the kinds at every start, and only a run's
+    # checks need jsonschema (a tenth of a second to import).
+    import jsonschema  # noqa: PLC0415
 
     try:
         jsonschema.validate(instance, schema)

@@ -1,20 +1,15 @@
-"""The standard workload suite, and how a workload becomes requests.
+"""The standard workload suite: seed data the catalog loader turns into Workload rows.
 
-The catalog loader turns each entry into a Workload row (the admin may edit it or add
-more). Every run's prompt is generated from the row and a seed (probes/prompts): fresh
-per run, reproducible from the stored seed. Input sizes are o200k_base tokens.
+The admin may edit the rows or add more. Every run's prompt is generated from the row and
+a seed (probes/prompts): fresh per run, reproducible from the stored seed. Input sizes
+are o200k_base tokens. How a workload becomes requests is its kind's business
+(probes/kinds/).
 """
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass, field
 from typing import Any
-
-from probes import checks
-from probes.engine import dialects
-from probes.engine.contract import PREFILL_MIN_TOKENS
-from probes.prompts import SIZE_TOLERANCE, PromptSpec
 
 # Old slugs still accepted in URLs, the API and `measure` (migration 0005 renamed them).
 ALIASES = {"chat-1k": "standard-1k", "short": "chat-short"}
@@ -22,8 +17,6 @@ DEFAULT_SLUG = "standard-1k"
 # Set in params by migration 0005 on rows that predate generated prompts: they keep their
 # fixed messages until the catalog is loaded again, which gives them the suite's fields.
 LEGACY_MARK = "legacy_fixed_prompt"
-
-_SEED_NAMESPACE = uuid.UUID("0b7f6f0e-7f53-4a39-9d55-2f1f3c1b9a64")
 
 
 def canonical_slug(slug: str) -> str:
@@ -309,101 +302,3 @@ def get(slug: str) -> WorkloadSeed:
     except KeyError:
         known = ", ".join([*BY_SLUG, *ON_DEMAND])
         raise KeyError(f"unknown workload {slug!r}; known: {known}") from None
-
-
-# -- from a workload (row or seed) to requests -----------------------------------------
-
-
-def prompt_spec(workload: Any) -> PromptSpec:
-    """The prompt generator's view of a Workload row (or a WorkloadSeed)."""
-    return PromptSpec(
-        slug=workload.slug,
-        material=workload.material,
-        input_tokens=workload.approx_input_tokens or 0,
-        instruction=workload.instruction,
-        system=workload.system,
-        output_tokens=workload.target_output_tokens or workload.max_tokens,
-        fixed_messages=list(workload.messages or []),
-    )
-
-
-def measures_prefill(workload: Any) -> bool:
-    """Is every prompt of this workload long enough for a prefill rate (the contract's
-    PREFILL_MIN_TOKENS, even at the low end of the prompt's size tolerance)? Where only
-    some are, the rate would be missing from about half the runs and ranked on the rest."""
-    low_end = (workload.approx_input_tokens or 0) * (1 - SIZE_TOLERANCE)
-    return low_end >= PREFILL_MIN_TOKENS
-
-
-def headline_metrics(workload: Any) -> frozenset[str]:
-    """The leaderboard columns this workload has beyond the common ones, read from its
-    data (kind, answer check, prompt size), never its slug: an admin-added workload
-    (parallel-16, another JSON task) gets the same columns as the suite's own.
-
-    Names are the contract's rolled-up metrics, ``valid_share`` (of the window's
-    checked answers, the share that passed: rollups count both) and ``stream_tps`` (a
-    concurrent batch's per-request speed, dashboard/queries/streams.py).
-    """
-    shown = set()
-    if measures_prefill(workload):
-        shown.add("prefill_tps")
-    if workload.kind == "cached":
-        shown |= {"cold_ttft_ms", "ttft_saved_pct", "cost_saved_pct"}
-    if workload.kind == "parallel":
-        shown |= {"stream_tps", "slowdown"}
-    if workload.answer_check == "first_sentence":
-        shown.add("first_sentence_ms")
-    if workload.answer_check == "tool_call":
-        shown.add("tool_call_ms")
-    if workload.answer_check in checks.WHOLE_ANSWER_CHECKS:
-        shown.add("valid_share")
-    return frozenset(shown)
-
-
-def rank_metric(workload: Any) -> str:
-    """The figure a workload's board ranks by, read from its data as headline_metrics:
-    the complete tool call, the first sentence of a voice turn, a loop's total time; TTFT
-    for another checked whole answer (a JSON object is too short to rank on speed);
-    output speed for the rest."""
-    if workload.answer_check == "tool_call":
-        return "tool_call_ms"
-    if workload.answer_check == "first_sentence":
-        return "first_sentence_ms"
-    if workload.kind == "loop":
-        return "e2e_ms"
-    if workload.kind == "parallel":
-        return "stream_tps"  # each stream's speed; the aggregate and slowdown beside it
-    if workload.answer_check in checks.WHOLE_ANSWER_CHECKS:
-        return "ttft_ms"
-    return "output_tps"
-
-
-def seed_for(run_identity: str) -> int:
-    """A 63-bit seed from a run's identity (probe, slot, request): stable, unique."""
-    return uuid.uuid5(_SEED_NAMESPACE, run_identity).int >> 65
-
-
-def request_extras(workload: Any, api: str) -> tuple[dict[str, Any], dict[str, str]]:
-    """(body fields, headers) the workload's check needs: a schema or tools."""
-    params = workload.params or {}
-    dialect = dialects.get(api)  # each API spells a schema or tools its own way
-    if workload.answer_check == "json_schema":
-        schema = params.get("schema")
-        return dialect.structured_body(schema=schema), dialect.structured_headers(schema)
-    if workload.answer_check == "tool_call":
-        return dialect.structured_body(tools=params.get("tools")), {}
-    return {}, {}
-
-
-def length_fields(workload: Any, control: str, max_tokens: int) -> dict[str, Any]:
-    """Body fields holding the answer to the workload's length (an endpoint's
-    ``length_control``): ``min_tokens`` no end before the target, ``ignore_eos`` always
-    ``max_tokens``. Only where there is a target and the answer may run on: never for a
-    checked JSON answer or tool call (padded past its end it fails the check); a voice
-    turn's first sentence or a loop step's plan is the same with more after it."""
-    target = workload.target_output_tokens
-    if not control or not target or workload.answer_check in checks.WHOLE_ANSWER_CHECKS:
-        return {}
-    if control == "ignore_eos":
-        return {"ignore_eos": True}
-    return {"min_tokens": min(target, max_tokens)}

@@ -16,9 +16,13 @@ from django.db.migrations.executor import MigrationExecutor
 
 from dashboard.queries import filters as query_filters
 from dashboard.queries import leaderboard as leaderboards
-from probes import checks, runner, workloads
+from probes.catalog import workload_suite
 from probes.engine import ProbeRequest, measure_sync
+from probes.kinds import checks
+from probes.kinds import requests as kind_requests
 from probes.models import ProbeRun, Workload
+from probes.slots import plan as slot_plan
+from probes.slots import run as runner
 
 SLOT = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 # The model ends its answers after 60 tokens, whatever it was asked for.
@@ -27,7 +31,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def suite_workload(slug: str, **changes) -> Workload:
-    return Workload.objects.create(slug=slug, **(workloads.get(slug).row_fields() | changes))
+    return Workload.objects.create(slug=slug, **(workload_suite.get(slug).row_fields() | changes))
 
 
 @pytest.mark.parametrize(
@@ -45,16 +49,16 @@ def suite_workload(slug: str, **changes) -> Workload:
     ],
 )
 def test_which_workloads_get_the_endpoints_length_control(slug, control, sent):
-    workload = workloads.get(slug)
-    assert workloads.length_fields(workload, control, workload.max_tokens) == sent
+    workload = workload_suite.get(slug)
+    assert kind_requests.length_fields(workload, control, workload.max_tokens) == sent
 
 
 def test_a_checked_answer_never_gets_one_even_with_a_target():
     json_with_target = Workload(answer_check="json_schema", target_output_tokens=300)
-    assert workloads.length_fields(json_with_target, "ignore_eos", 400) == {}
+    assert kind_requests.length_fields(json_with_target, "ignore_eos", 400) == {}
     # min_tokens never asks for more than max_tokens (a probe may lower it).
-    standard = workloads.get("standard-1k")
-    assert workloads.length_fields(standard, "min_tokens", 700) == {"min_tokens": 700}
+    standard = workload_suite.get("standard-1k")
+    assert kind_requests.length_fields(standard, "min_tokens", 700) == {"min_tokens": 700}
 
 
 def test_the_endpoints_settings_reach_the_request(make_probe):
@@ -65,12 +69,12 @@ def test_the_endpoints_settings_reach_the_request(make_probe):
     endpoint = probe.endpoint
     endpoint.token_counter, endpoint.length_control = "vllm", "min_tokens"
     endpoint.save()
-    req = runner.build_request(probe, None, None)
+    req = slot_plan.build_request(probe, None, None)
     assert req.token_counter == "vllm" and req.extra_body["min_tokens"] == 900
 
     endpoint.length_control, endpoint.extra_body = "ignore_eos", {"ignore_eos": False}
     endpoint.save()
-    req = runner.build_request(probe, None, None)
+    req = slot_plan.build_request(probe, None, None)
     assert req.extra_body == {"ignore_eos": False}  # the operator's extra_body wins
 
 
@@ -100,8 +104,8 @@ def test_a_model_that_stops_early_is_flagged_unless_the_end_is_held_off(
 
 def test_ignore_eos_pads_a_json_answer_past_its_end(sim):
     """Why a checked workload never gets it: the same answer, held on, fails its check."""
-    workload = workloads.get("json-schema")
-    body, headers = workloads.request_extras(workload, "openai-chat")
+    workload = workload_suite.get("json-schema")
+    body, headers = kind_requests.request_extras(workload, "openai-chat")
     verdicts = []
     for extra in ({}, {"ignore_eos": True}):
         req = ProbeRequest(
