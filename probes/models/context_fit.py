@@ -8,8 +8,9 @@ last step carries ``requests - 1`` answers of up to ``max_tokens`` each.
 
 Input sizes are o200k_base counts (probes/catalog/workload_suite.py); the served model's
 own tokenizer and chat template differ, so what we count with o200k gets a margin.
-Answers are counted in the server's own tokens already (``max_tokens`` is), so they get none. A workload that
-does not fit is "not applicable" to the endpoint: greyed on the pages and never run,
+Answers are counted in the server's own tokens already (``max_tokens`` is), so they get
+none. A workload that does not fit is "not applicable" to the endpoint: greyed on the
+pages and never run,
 rather than a run that ends `truncated` (or a loop whose late steps fail with HTTP 400)
 and reads as a failure of the provider.
 

@@ -14,9 +14,9 @@ from django.core.management.base import CommandError
 from django.urls import reverse
 
 from dashboard.status.checks import check_provider_keys
-from probes import runner
 from probes.engine import ProbeRequest, measure_sync, tokenize
 from probes.models import ProbeRun, Provider
+from probes.slots import run as runner
 from tests.door_listener import CountingListener
 from tests.probes.test_admin import provider_form
 from tests.probes.test_key_custody import staff

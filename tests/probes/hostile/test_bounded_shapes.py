@@ -29,8 +29,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from probes import runner
 from probes.models import ProbeRun, Provider
+from probes.slots import run as runner
 from tests.conftest import ROOT
 from tests.probes.engine import hostile
 

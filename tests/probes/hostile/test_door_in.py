@@ -18,9 +18,9 @@ import pytest
 from django.contrib.auth.models import User
 from django.db import connection
 
-from probes import runner
 from probes.engine import reasons
 from probes.models import ProbeRun
+from probes.slots import run as runner
 from tests.probes.engine import hostile
 
 pytestmark = pytest.mark.django_db
