@@ -145,6 +145,7 @@ class AlertRuleAdmin(admin.ModelAdmin):
                     "recent_window_min",
                     "baseline_window_h",
                     "baseline_mode",
+                    "test",
                     "min_samples",
                     "min_baseline_samples",
                     "max_p_value",
