@@ -213,7 +213,9 @@ def judge(
             )
         if not recent.values or not baseline.values:
             return verdict(Health.UNKNOWN, "no samples to test")
-        if condition.test == CUSUM:
+        # Log-ratios need positive values: shares of runs (0/1) and a baseline of zeros
+        # (a queue time that was always 0 ms) are decided per window instead.
+        if condition.test == CUSUM and condition.metric not in RATE_METRICS and baseline.value > 0:
             return _judge_cusum(condition, recent, baseline, firing, verdict)
     if condition.is_worse(recent.value, limit):
         if condition.kind == THRESHOLD:

@@ -47,8 +47,8 @@ def describe(rule: RuleDefaults = DEFAULT) -> str:
         else f"the {rule.baseline_window_h} hours before"
     )
     how = (
-        "a sequential test (CUSUM on log-ratios clipped at twice that share) that needs "
-        "at least three runs past the limit, so single bad runs never page"
+        "a sequential test (a CUSUM on clipped log-ratios, in units of the baseline's own "
+        "noise) that needs at least three runs past the limit, so single bad runs never page"
         if rule.test == CUSUM
         else f"a one-sided Mann–Whitney U test at p ≤ {rule.max_p_value:g}"
     )

@@ -8,8 +8,9 @@ sequential test accumulates evidence run by run instead (Page's CUSUM, the one-s
 form of Wald's SPRT with a reset at zero), so it can be both quieter and fast:
 
 - each run's evidence is its log-ratio to the baseline's median, in the worse direction;
-- clipped at CLIP × the rule's percentage, so a single run at a third of the usual speed
-  counts as one clearly bad run, not as a verdict;
+- clipped at CLIP × the rule's percentage (or CLIP_NOISE × the baseline's noise, when
+  that is more), so a single run at a third of the usual speed counts as one clearly
+  bad run, not as a verdict;
 - less an allowance (ALLOWANCE × the rule's percentage): a shift smaller than that
   drains the sum instead of filling it, so a lasting −10 % move under a 20 % rule never
   builds up evidence (it is below what the rule pages on);
@@ -33,9 +34,10 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-THRESHOLD = 5.0  # in baseline-noise units (h of the CUSUM)
-ALLOWANCE = 0.75  # k as a share of the rule's percentage (in log-ratio)
-CLIP = 2.0  # one run counts at most this many times the rule's percentage
+THRESHOLD = 6.0  # in baseline-noise units (h of the CUSUM)
+ALLOWANCE = 0.85  # k as a share of the rule's percentage (in log-ratio)
+CLIP = 2.0  # one run counts at most this many times the rule's percentage …
+CLIP_NOISE = 3.0  # … or this many times the baseline's noise, if more (small percentages)
 CAP = 2.0  # the sum never exceeds CAP × THRESHOLD
 MIN_BAD_RUNS = 3  # runs past the limit needed in the climb that fires
 # A baseline quieter than this (log units, ~2 %) is taken as this noisy: a provider that
@@ -88,7 +90,8 @@ def evidence(
         return Evidence(0.0, 0, MIN_NOISE)
     middle, noise = center
     limit = shift(pct, higher_is_worse)
-    allowance, clip, cap = ALLOWANCE * limit, CLIP * limit, CAP * THRESHOLD
+    allowance, cap = ALLOWANCE * limit, CAP * THRESHOLD
+    clip = max(CLIP * limit, CLIP_NOISE * noise)
     sign = 1.0 if higher_is_worse else -1.0
     score, bad = 0.0, 0
     for value in recent:
