@@ -75,6 +75,17 @@ def test_a_rules_page_shows_its_series_and_its_backtest_over_stored_history(
     assert "would have fired <strong>1 time</strong> in 30 days" in summary
 
 
+def test_a_rule_too_wide_to_replay_for_a_page_points_to_the_command(
+    client, runs, make_rule, monkeypatch
+):
+    monkeypatch.setattr("dashboard.alerts.history.PAGE_BACKTEST_MAX_SERIES", 0)
+    runs.now = timezone.now()
+    runs.add(3, minutes_ago=5)
+    rule = make_rule()
+    html = client.get(f"/alerts/rules/{rule.pk}/").content.decode()
+    assert f"1 series: too many to replay for a page; run backtest_alerts --rule {rule.pk}" in html
+
+
 def test_backtest_alerts_without_settings_replays_the_rule_the_admin_makes_unchanged(
     admin_client,
 ):
