@@ -26,7 +26,7 @@ class RuleDefaults:
     test: str = CUSUM
     regression_pct: float = 20.0
     recent_window_min: int = 60
-    baseline_window_h: int = 12
+    baseline_window_h: int = 6
     baseline_mode: str = PRECEDING
     min_samples: int = 3
     min_baseline_samples: int = 40

@@ -65,7 +65,7 @@ class Migration(migrations.Migration):
             model_name="alertrule",
             name="baseline_window_h",
             field=models.PositiveIntegerField(
-                default=12,
+                default=6,
                 help_text="Regression only; ends where the recent window starts. A lasting change becomes the new baseline (its alert resolves) once it fills half of it: after the recent window and half the baseline's.",
                 validators=[
                     django.core.validators.MinValueValidator(1),

@@ -105,7 +105,7 @@ DEFAULT_WINDOWS = Windows(
 
 def test_a_persistent_step_change_becomes_the_baseline_after_the_documented_time():
     """A provider moving to a slower region for good (−35 %): one alert, resolved once the
-    step fills half the baseline window, which starts a recent window back (7 h by
+    step fills half the baseline window, which starts a recent window back (4 h by
     default: README, Alerts), never firing again."""
     step_at = T0 + timedelta(days=2)
     series = _history(5, lambda t: 1000 if t < step_at.timestamp() else 650)
