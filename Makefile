@@ -46,7 +46,7 @@ bench-metrics: $(VENV)/.installed  # one /metrics scrape at 100 endpoints × 11 
 bench-alerts: $(VENV)/.installed  # one alert evaluation over a realistic run table
 	$(PY) -m dashboard.devstack test tests/benchmarks/bench_alerts.py -s -q
 
-bench-alerts-detection: $(VENV)/.installed  # recall, detection time, false alarms on a generated year (~12 min)
+bench-alerts-detection: $(VENV)/.installed  # recall, detection time, false alarms per noise shape (~12 min; --quick: python tests/benchmarks/bench_alerts_detection.py --quick)
 	$(PY) tests/benchmarks/bench_alerts_detection.py
 
 lint: $(VENV)/.installed

@@ -147,6 +147,7 @@ class AlertRuleAdmin(AuditHistoryAdmin):
                     "recent_window_min",
                     "baseline_window_h",
                     "baseline_mode",
+                    "test",
                     "min_samples",
                     "min_baseline_samples",
                     "max_p_value",

@@ -26,6 +26,7 @@ RULE_FIELDS = Fields(
         "recent_window_min",
         "baseline_window_h",
         "baseline_mode",
+        "test",
         "min_samples",
         "min_baseline_samples",
         "max_p_value",

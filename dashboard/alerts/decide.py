@@ -6,11 +6,12 @@ series' current state (ok, pending or firing). The evaluator (database side) and
 backtest (replaying stored history) both decide through here, so what the backtest
 measures is what production does.
 
-Why a significance test: with a probe every 15 minutes a 30-minute window holds two or
-three runs, and provider jitter is ±15–30 %. A median of three runs past a fixed
-percentage is often just noise; a regression fires only when the change is both large
-enough (the rule's percentage) *and* unlikely to be chance (one-sided Mann–Whitney U of
-the recent samples against the baseline's, p at most the rule's `max_p_value`).
+Why a test at all: provider jitter is ±5–15 % (lognormal: long tails), so a median of a
+few runs past a fixed percentage is often just noise. A regression fires only when the
+change is both large enough (the rule's percentage) *and* backed by evidence: by default
+a sequential test that accumulates it run by run (`sequential.py`, CUSUM), or, as an
+alternative, a one-sided Mann–Whitney U of the recent samples against the baseline's
+(p at most the rule's `max_p_value`), fresh at each evaluation.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from datetime import datetime, timedelta
 from enum import Enum
 
 from dashboard import histogram
+from dashboard.alerts import sequential
+from dashboard.alerts.defaults import CUSUM, DEFAULT, MANN_WHITNEY
 from probes.engine.contract import ROLLUP_METRICS, RUN_FIELDS
 
 # Latencies, error rates and staleness get worse as they grow; speed and availability as
@@ -45,10 +48,10 @@ RATE_METRICS = frozenset({"error_rate", "success_rate"})
 REGRESSION = "regression"
 THRESHOLD = "threshold"
 
-DEFAULT_MAX_P_VALUE = 0.01
+DEFAULT_MAX_P_VALUE = DEFAULT.max_p_value
 # Hysteresis: a firing alert clears only once the value is this share of the limit back
 # inside it, so a median hovering at the limit does not flap between firing and resolved.
-DEFAULT_RESOLVE_MARGIN = 0.05
+DEFAULT_RESOLVE_MARGIN = DEFAULT.resolve_margin_pct / 100
 # A histogram bucket stands for this many samples at most when a long baseline is expanded
 # for the test: the test's cost stays bounded and its p-value barely moves.
 _MAX_BASELINE_SAMPLES = 2000
@@ -100,8 +103,11 @@ class Condition:
     threshold: float | None = None
     max_p_value: float = DEFAULT_MAX_P_VALUE
     resolve_margin: float = DEFAULT_RESOLVE_MARGIN
+    test: str = DEFAULT.test  # how a regression is decided: CUSUM or MANN_WHITNEY
 
     def __post_init__(self) -> None:
+        if self.test not in (CUSUM, MANN_WHITNEY):
+            raise ValueError(f"unknown test {self.test!r}")
         if self.metric not in METRICS:
             raise ValueError(f"unknown metric {self.metric!r}")
         if self.kind not in (REGRESSION, THRESHOLD):
@@ -208,6 +214,10 @@ def judge(
             )
         if not recent.values or not baseline.values:
             return verdict(Health.UNKNOWN, "no samples to test")
+        # Log-ratios need positive values: shares of runs (0/1) and a baseline of zeros
+        # (a queue time that was always 0 ms) are decided per window instead.
+        if condition.test == CUSUM and condition.metric not in RATE_METRICS and baseline.value > 0:
+            return _judge_cusum(condition, recent, baseline, firing, verdict)
     if condition.is_worse(recent.value, limit):
         if condition.kind == THRESHOLD:
             return verdict(Health.BREACHED, f"{recent.value:.4g} is past {limit:.4g}")
@@ -228,6 +238,18 @@ def judge(
             Health.BREACHED, f"{recent.value:.4g} is within {limit:.4g} but not yet clear of it"
         )
     return verdict(Health.HEALTHY, f"{recent.value:.4g} is within {limit:.4g}")
+
+
+def _judge_cusum(condition: Condition, recent: Stats, baseline: Stats, firing: bool, verdict):
+    found = sequential.evidence(
+        recent.values, baseline.values, condition.regression_pct, condition.higher_is_worse
+    )
+    runs = f"CUSUM {found.score:.1f}/{sequential.THRESHOLD:g}, {found.bad_runs} runs past the limit"
+    if found.fires():
+        return verdict(Health.BREACHED, f"{recent.value:.4g}: {runs}")
+    if firing and found.score > 0:
+        return verdict(Health.BREACHED, f"{recent.value:.4g}: not yet clear ({runs})")
+    return verdict(Health.HEALTHY, f"{recent.value:.4g}: {runs}")
 
 
 # -- states ---------------------------------------------------------------------------------

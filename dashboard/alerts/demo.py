@@ -32,8 +32,9 @@ def load_demo_rule(report: LoadReport) -> None:
         metric="ttft_ms",
         condition="regression",
         regression_pct=50,
-        # Ten one-minute runs against the hour before them: it fires ~10 minutes into a
-        # slow episode and resolves ~10 minutes after it ends.
+        # Ten one-minute runs against the hour before them, decided by the default test
+        # (the CUSUM): it fires at the third slow run of an episode and resolves a run or
+        # two after it ends.
         recent_window_min=10,
         baseline_window_h=1,
         min_samples=5,

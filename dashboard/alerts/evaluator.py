@@ -76,6 +76,7 @@ def evaluate_rule(rule: AlertRule, now: datetime, outcome: Outcome | None = None
     recent, baseline = measure(rule, now)
     regression = rule.condition == decide.REGRESSION
     open_events = {(e.endpoint_id, e.workload_id, e.region): e for e in rule.events.open()}
+    seen = []
 
     for series in sorted(recent.keys() | open_events.keys()):
         event = open_events.get(series)
@@ -123,7 +124,28 @@ def evaluate_rule(rule: AlertRule, now: datetime, outcome: Outcome | None = None
             outcome.refreshed += 1
         elif verdict.health is decide.Health.UNKNOWN:
             outcome.unknown += 1
+        seen.append([*series, _series_state(action, state, verdict), verdict.recent.value])
+    # For /alerts/: every rule's series and their states, before anything fires.
+    AlertRule.objects.filter(pk=rule.pk).update(last_evaluated_at=now, series_states=seen)
     return outcome
+
+
+_AFTER = {
+    Action.PEND: "pending",
+    Action.FIRE: "firing",
+    Action.REMIND: "firing",
+    Action.RESOLVE: "ok",
+    Action.CANCEL: "ok",
+}
+
+
+def _series_state(action: Action, state: State, verdict: decide.Verdict) -> str:
+    """The series' state after this evaluation, as /alerts/ lists it."""
+    if action in _AFTER:
+        return _AFTER[action]
+    if state is not State.OK:
+        return state.value
+    return "not enough data" if verdict.health is decide.Health.UNKNOWN else "ok"
 
 
 def open_event(

@@ -7,8 +7,8 @@ from datetime import timedelta
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from dashboard.alerts.models import AlertEvent
-from probes.models import Endpoint
+from dashboard.alerts.models import AlertEvent, AlertRule
+from probes.models import Endpoint, Workload
 
 _RELATED = ("endpoint__provider", "endpoint__canonical_model", "workload", "rule")
 
@@ -42,4 +42,32 @@ def recent_history(days: int = 30, limit: int = 100) -> QuerySet[AlertEvent]:
     since = timezone.now() - timedelta(days=days)
     return (
         AlertEvent.objects.closed().filter(started_at__gte=since).select_related(*_RELATED)[:limit]
+    )
+
+
+def configured_rules() -> list[AlertRule]:
+    """Every rule, enabled first, with its scope's rows for the labels."""
+    rules = AlertRule.objects.select_related("endpoint__provider", "canonical_model", "workload")
+    return sorted(rules, key=lambda r: (not r.enabled, r.name))
+
+
+def series_rows(rule: AlertRule) -> list[dict]:
+    """The rule's series at its last evaluation, firing first: endpoint, workload, region,
+    state and the recent value (two queries for the names)."""
+    rows = rule.series_states or []
+    endpoints = Endpoint.objects.select_related("provider").in_bulk({r[0] for r in rows})
+    workloads = Workload.objects.in_bulk({r[1] for r in rows})
+    order = {"firing": 0, "pending": 1, "ok": 2, "not enough data": 3}
+    return sorted(
+        (
+            {
+                "endpoint": endpoints.get(endpoint_id),
+                "workload": workloads.get(workload_id),
+                "region": region,
+                "state": state,
+                "value": value,
+            }
+            for endpoint_id, workload_id, region, state, value in rows
+        ),
+        key=lambda row: order.get(row["state"], 4),
     )

@@ -11,6 +11,7 @@ the windows hold the same samples and the verdict cannot change.
 from __future__ import annotations
 
 import bisect
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -93,6 +94,29 @@ def _spans(series: Series, now: float, windows: Windows) -> tuple[tuple[int, int
     return (recent, *baseline)
 
 
+def _next_change(series: Series, now: float, windows: Windows) -> float:
+    """When a window boundary next crosses a run: the windows hold other samples at
+    the first evaluation strictly after it (inf: never again)."""
+    recent_s = windows.recent.total_seconds()
+    if windows.same_hours:
+        width = max(recent_s, 3600.0)
+        offsets = [0.0, recent_s] + [
+            o
+            for day in range(1, SEASON_DAYS + 1)
+            for o in (day * 86400 + width, day * 86400 - width)
+        ]
+    else:
+        offsets = [0.0, recent_s, recent_s + windows.baseline.total_seconds()]
+    times, best = series.times, float("inf")
+    for offset in offsets:
+        # A boundary at now - offset includes runs at or after it: the run at index i
+        # leaves (or enters) once now - offset passes times[i].
+        i = bisect.bisect_left(times, now - offset)
+        if i < len(times):
+            best = min(best, times[i] + offset)
+    return best
+
+
 def replay(
     series: Series,
     condition: Condition,
@@ -102,13 +126,20 @@ def replay(
     end: datetime,
     cadence: timedelta = timedelta(minutes=1),
 ) -> Replay:
-    """Every evaluation from `start` to `end`, every `cadence`; the state changes."""
+    """Every evaluation from `start` to `end`, every `cadence`; the state changes.
+
+    While a series is ok and its verdict says nothing happens, the evaluations until a
+    window boundary next crosses a run are counted without being run one by one: they
+    would decide the same thing (the verdict depends only on the windows' samples)."""
     result = Replay()
     state, since, notified = State.OK, None, None
     last_key, last_firing, verdict = None, False, None
-    now, step_s = start.timestamp(), cadence.total_seconds()
+    origin, step_s = start.timestamp(), cadence.total_seconds()
+    total = max(0, math.ceil((end.timestamp() - origin) / step_s))  # evaluations in all
     regression = condition.kind == "regression"
-    while now < end.timestamp():
+    k = 0
+    while k < total:
+        now = origin + k * step_s
         key = _spans(series, now, windows)
         firing = state is State.FIRING
         # Hysteresis depends on the state too: recompute when either changed.
@@ -119,9 +150,14 @@ def replay(
             last_key, last_firing = key, firing
         at = datetime.fromtimestamp(now, UTC)
         action = step(state, verdict, at, timing, since=since, last_notified=notified)
-        result.evaluations += 1
         state, since, notified = _apply(action, state, since, notified, at, verdict, result)
-        now += step_s
+        if state is State.OK and action is Action.NOTHING:
+            # The next evaluation whose windows hold other samples: strictly after it.
+            change = _next_change(series, now, windows)
+            k = total if change == math.inf else min(total, k + int((change - now) // step_s) + 1)
+        else:
+            k += 1
+    result.evaluations = total
     return result
 
 

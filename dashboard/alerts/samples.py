@@ -69,7 +69,10 @@ def raw_stats(
     if metric == "error_rate":
         rows = runs.annotate(bad=ArrayAgg(_flag(Q(status__in=ERROR_STATUSES))))
         return {(e, w, r): Stats.of_rate(flags) for e, w, r, flags in rows}
-    rows = runs.annotate(values=ArrayAgg(metric, filter=usable_runs(metric), default=[]))
+    # Oldest first: the sequential test reads the recent window's runs in order.
+    rows = runs.annotate(
+        values=ArrayAgg(metric, filter=usable_runs(metric), default=[], order_by="started_at")
+    )
     return {(e, w, r): Stats.of(values) for e, w, r, values in rows}
 
 

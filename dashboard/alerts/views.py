@@ -5,9 +5,17 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from dashboard.alerts import silencing
+from dashboard.alerts.defaults import describe
 from dashboard.alerts.detail import event_chart, runs_used
-from dashboard.alerts.models import AlertEvent, Channel, Silence
-from dashboard.alerts.queries import active_alerts, pending_alerts, recent_history
+from dashboard.alerts.history import rule_backtest
+from dashboard.alerts.models import AlertEvent, AlertRule, Channel, Silence
+from dashboard.alerts.queries import (
+    active_alerts,
+    configured_rules,
+    pending_alerts,
+    recent_history,
+    series_rows,
+)
 
 
 def index(request: HttpRequest, silence_form=None, status: int = 200) -> HttpResponse:
@@ -34,8 +42,29 @@ def index(request: HttpRequest, silence_form=None, status: int = 200) -> HttpRes
             ),
             "silence_form": silence_form,
             "can_end_silences": silencing.can_end(request),
+            # Every configured rule and its series' states, before anything fires.
+            "rules": configured_rules(),
+            "default_rule_help": describe(),
         },
         status=status,
+    )
+
+
+def rule(request: HttpRequest, pk: int) -> HttpResponse:
+    """One rule: its scope and condition, each series' state at the last evaluation, and
+    its backtest over the stored history of the last 30 days."""
+    alert_rule = get_object_or_404(
+        AlertRule.objects.select_related("endpoint__provider", "canonical_model", "workload"),
+        pk=pk,
+    )
+    return render(
+        request,
+        "alerts/rule.html",
+        {
+            "rule": alert_rule,
+            "series": series_rows(alert_rule),
+            "backtest": rule_backtest(alert_rule, timezone.now()),
+        },
     )
 
 

@@ -10,6 +10,13 @@ from django.db import models
 from simple_history.models import HistoricalRecords
 
 from dashboard.alerts import decide
+from dashboard.alerts.defaults import (
+    CUSUM,
+    DEFAULT,
+    PRECEDING,
+    SAME_HOURS,
+    TEST_CHOICES,
+)
 from probes.engine.contract import ROLLUP_METRICS, RUN_FIELDS
 from probes.models import CanonicalModel, Endpoint, Workload, validate_region
 
@@ -26,12 +33,14 @@ CONDITION_CHOICES = [
     (decide.THRESHOLD, "Absolute threshold"),
 ]
 
-PRECEDING = "preceding"
-SAME_HOURS = "same_hours"
 BASELINE_CHOICES = [
     (PRECEDING, "The hours just before the recent window"),
     (SAME_HOURS, "The same hours of the previous 7 days (daily load pattern)"),
 ]
+
+
+# A series' state as /alerts/ shows it: the event's, or ok, or too few runs to say.
+SERIES_STATES = ("firing", "pending", "ok", "not enough data")
 
 
 class AlertRuleQuerySet(models.QuerySet):
@@ -82,7 +91,7 @@ class AlertRule(models.Model):
         "worse by more than (%)",
         null=True,
         blank=True,
-        default=50,
+        default=DEFAULT.regression_pct,
         validators=[MinValueValidator(0.1), MaxValueValidator(10000)],
         help_text="Regression: the recent median is this much worse than the baseline "
         "median (slower latency, lower speed or success rate).",
@@ -95,25 +104,35 @@ class AlertRule(models.Model):
     )
     recent_window_min = models.PositiveIntegerField(
         "recent window (minutes)",
-        default=30,
+        default=DEFAULT.recent_window_min,
         validators=[MinValueValidator(1), MaxValueValidator(24 * 60)],
+        help_text="Regression: the runs the test reads (the CUSUM's memory).",
     )
     baseline_window_h = models.PositiveIntegerField(
         "baseline window (hours)",
-        default=24,
+        default=DEFAULT.baseline_window_h,
         validators=[MinValueValidator(1), MaxValueValidator(30 * 24)],
-        help_text="Regression only; ends where the recent window starts (24 h, 168 h = 7 d).",
+        help_text="Regression only; ends where the recent window starts. A lasting change "
+        "becomes the new baseline (its alert resolves) once it fills half of it: after the "
+        "recent window and half the baseline's.",
     )
     baseline_mode = models.CharField(
-        "baseline", max_length=20, choices=BASELINE_CHOICES, default=PRECEDING
+        "baseline", max_length=20, choices=BASELINE_CHOICES, default=DEFAULT.baseline_mode
+    )
+    test = models.CharField(
+        "regression test",
+        max_length=20,
+        choices=TEST_CHOICES,
+        default=DEFAULT.test,
+        help_text="How a regression is decided (the benchmark behind the default: README, Alerts).",
     )
     min_samples = models.PositiveIntegerField(
-        default=5,
+        default=DEFAULT.min_samples,
         validators=[MinValueValidator(1)],
         help_text="Fewer usable runs than this in the recent window: no verdict (state unchanged).",
     )
     min_baseline_samples = models.PositiveIntegerField(
-        default=20,
+        default=DEFAULT.min_baseline_samples,
         validators=[MinValueValidator(1)],
         help_text="Regression: fewer baseline runs than this: no verdict.",
     )
@@ -121,18 +140,19 @@ class AlertRule(models.Model):
         "significance (max p-value)",
         default=decide.DEFAULT_MAX_P_VALUE,
         validators=[MinValueValidator(1e-9), MaxValueValidator(1)],
-        help_text="Regression: fires only when a one-sided Mann–Whitney U test of the recent "
-        "runs against the baseline's gives at most this p-value (1 switches the test off).",
+        help_text="Mann–Whitney test only: fires only when a one-sided Mann–Whitney U test of "
+        "the recent runs against the baseline's gives at most this p-value (1 switches the "
+        "test off).",
     )
     pending_for_min = models.PositiveIntegerField(
         "for (minutes)",
-        default=0,
+        default=DEFAULT.pending_for_min,
         validators=[MaxValueValidator(24 * 60)],
         help_text="Stay breached this long (pending) before firing; 0 fires at once.",
     )
     resolve_margin_pct = models.FloatField(
         "resolve margin (%)",
-        default=decide.DEFAULT_RESOLVE_MARGIN * 100,
+        default=DEFAULT.resolve_margin_pct,
         validators=[MinValueValidator(0), MaxValueValidator(50)],
         help_text="A firing alert resolves once the value is this share of the limit back "
         "inside it (no flapping around the limit).",
@@ -147,6 +167,10 @@ class AlertRule(models.Model):
     notify_on_resolve = models.BooleanField(default=True)
     channels = models.ManyToManyField("alerts.Channel", blank=True, related_name="rules")
     notes = models.TextField(blank=True)
+    # What the last evaluation saw, for /alerts/ (written by the evaluator each minute):
+    # [[endpoint id, workload id, region, state, value], ...], state one of SERIES_STATES.
+    last_evaluated_at = models.DateTimeField(null=True, blank=True, editable=False)
+    series_states = models.JSONField(default=list, blank=True, editable=False)
     created = models.DateTimeField(auto_now_add=True)
     updated = models.DateTimeField(auto_now=True)
 
@@ -210,9 +234,10 @@ class AlertRule(models.Model):
             if self.baseline_mode == SAME_HOURS
             else f"{self.baseline_window_h} h baseline"
         )
+        evidence = "CUSUM" if self.test == CUSUM else f"p ≤ {self.max_p_value:g}"
         return (
             f"{self.metric} over {self.recent_window_min} min worse than its {baseline} "
-            f"by more than {self.regression_pct:g} % (p ≤ {self.max_p_value:g})"
+            f"by more than {self.regression_pct:g} % ({evidence})"
         )
 
     def as_condition(self) -> decide.Condition:
@@ -226,6 +251,7 @@ class AlertRule(models.Model):
             threshold=self.threshold,
             max_p_value=self.max_p_value,
             resolve_margin=self.resolve_margin_pct / 100,
+            test=self.test,
         )
 
     def as_timing(self) -> decide.Timing:
@@ -243,6 +269,13 @@ class AlertRule(models.Model):
     @property
     def baseline_window(self) -> timedelta:
         return timedelta(hours=self.baseline_window_h)
+
+    def state_counts(self) -> dict[str, int]:
+        """How many series the last evaluation found in each state (all states listed)."""
+        counts = dict.fromkeys(SERIES_STATES, 0)
+        for *_, state, _value in self.series_states:
+            counts[state] = counts.get(state, 0) + 1
+        return counts
 
     def runs_filter(self) -> models.Q:
         """Which ProbeRun rows this rule watches."""

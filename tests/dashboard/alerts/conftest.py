@@ -126,6 +126,7 @@ def make_rule(db):
             "recent_window_min": 30,
             "baseline_window_h": 24,
             "min_samples": 5,
+            "min_baseline_samples": 20,
         }
         channels = fields.pop("channels", [])
         rule = AlertRule.objects.create(**(defaults | fields))

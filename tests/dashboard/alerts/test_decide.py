@@ -17,10 +17,13 @@ from dashboard.alerts.decide import (
     judge,
     step,
 )
+from dashboard.alerts.defaults import CUSUM, MANN_WHITNEY
 
+# The per-window significance test (the alternative to the default CUSUM).
 REGRESSION_50 = Condition(
-    metric="ttft_ms", kind="regression", regression_pct=50, min_samples=5, max_p_value=0.01
-)
+    metric="ttft_ms", kind="regression", regression_pct=50, min_samples=5, max_p_value=0.01,
+    test=MANN_WHITNEY,
+)  # fmt: skip
 T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 
 
@@ -45,7 +48,9 @@ def test_a_large_median_change_that_could_be_chance_does_not_fire():
     # Three runs past the limit, but the baseline is so noisy that such runs are common.
     noisy = Stats.of([100, 150, 200, 250, 300, 350, 400, 450, 500, 550] * 3)
     recent = Stats.of([380, 420, 520])
-    condition = Condition(metric="ttft_ms", kind="regression", regression_pct=20, min_samples=3)
+    condition = Condition(
+        metric="ttft_ms", kind="regression", regression_pct=20, min_samples=3, test=MANN_WHITNEY
+    )
     verdict = judge(condition, recent, noisy)
     assert recent.value > verdict.limit  # the old median-threshold rule would fire
     assert verdict.health is Health.HEALTHY
@@ -53,9 +58,12 @@ def test_a_large_median_change_that_could_be_chance_does_not_fire():
 
 
 def test_it_treats_lower_speed_as_worse():
-    speed = Condition(metric="output_tps", kind="regression", regression_pct=30, min_samples=3)
-    assert judge(speed, spread(250, 5), spread(400, 50)).health is Health.BREACHED
-    assert judge(speed, spread(900, 5), spread(400, 50)).health is Health.HEALTHY
+    for test in (MANN_WHITNEY, CUSUM):
+        speed = Condition(
+            metric="output_tps", kind="regression", regression_pct=30, min_samples=3, test=test
+        )
+        assert judge(speed, spread(250, 5), spread(400, 50)).health is Health.BREACHED
+        assert judge(speed, spread(900, 5), spread(400, 50)).health is Health.HEALTHY
 
 
 def test_it_needs_enough_samples_on_both_sides():
@@ -102,7 +110,10 @@ def test_a_firing_alert_stays_open_until_the_value_is_clearly_back_inside_the_li
 
 
 def test_the_resolve_margin_is_per_condition():
-    wide = Condition(metric="ttft_ms", kind="regression", regression_pct=50, resolve_margin=0.2)
+    wide = Condition(
+        metric="ttft_ms", kind="regression", regression_pct=50, resolve_margin=0.2,
+        test=MANN_WHITNEY,
+    )  # fmt: skip
     baseline = Stats.of([200.0] * 50)  # limit 300, clear below 240
     assert judge(wide, Stats.of([250.0] * 6), baseline, firing=True).health is Health.BREACHED
     assert judge(wide, Stats.of([230.0] * 6), baseline, firing=True).health is Health.HEALTHY

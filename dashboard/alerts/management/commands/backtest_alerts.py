@@ -1,8 +1,12 @@
 """Replay an alert rule over stored history and print every state change it would have made.
 
     python manage.py backtest_alerts --rule 3 --days 30 --json
-    python manage.py backtest_alerts --metric output_tps --regression-pct 10 --days 90 --json \\
+    python manage.py backtest_alerts --metric output_tps --regression-pct 20 --days 30 --json
+    python manage.py backtest_alerts --metric output_tps --days 90 --json \\
         --injected changes.json       # from generate_history --changes-out
+
+Settings not given are those of a rule made in the admin with nothing changed
+(dashboard/alerts/defaults.py).
 
 One JSON object per state change, then a summary object (with recall, minutes to
 detection and false alarms per 1,000 evaluations when --injected names the known slowdowns).
@@ -17,20 +21,18 @@ from collections import defaultdict
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 from django.db.models import Q
 from django.utils import timezone
 
-from dashboard import histogram
 from dashboard.alerts import decide
-from dashboard.alerts.models import METRIC_LABELS, SAME_HOURS, AlertRule
-from dashboard.alerts.replay import Injected, Series, Windows, replay, score
-from dashboard.alerts.samples import ERROR_STATUSES, usable_runs
+from dashboard.alerts.defaults import CUSUM, MANN_WHITNEY, PRECEDING, SAME_HOURS
+from dashboard.alerts.history import history_start, load_series, windows_of
+from dashboard.alerts.models import METRIC_LABELS, AlertRule
+from dashboard.alerts.replay import Injected, Windows, replay, score
 from dashboard.alerts.schedule import EVALUATE_EVERY_S
-from dashboard.models import RunRollup
-from probes.models import ProbeRun, Workload
-
-SeriesKey = tuple[int, int, str]
+from probes.models import Workload
 
 
 class Command(BaseCommand):
@@ -43,18 +45,20 @@ class Command(BaseCommand):
             "--regression-pct", type=float, help="Fire past this %% worse."
         )  # argparse formats help: %% is a %
         parser.add_argument("--threshold", type=float, help="Or: an absolute threshold.")
-        parser.add_argument("--recent-min", type=int, default=45)
-        parser.add_argument("--baseline-h", type=int, default=24)
+        # Left out, each setting is the admin's default for a new rule (defaults.py): the
+        # backtest of `--metric output_tps --regression-pct 20` is that rule's backtest.
+        parser.add_argument("--test", choices=[CUSUM, MANN_WHITNEY])
+        parser.add_argument("--recent-min", type=int)
+        parser.add_argument("--baseline-h", type=int)
         parser.add_argument(
             "--baseline",
-            choices=["preceding", SAME_HOURS],
-            default="preceding",
+            choices=[PRECEDING, SAME_HOURS],
             help="same_hours: the same time of day on the previous 7 days.",
         )
-        parser.add_argument("--min-samples", type=int, default=3)
-        parser.add_argument("--min-baseline-samples", type=int, default=40)
-        parser.add_argument("--max-p", type=float, default=0.005)
-        parser.add_argument("--for-min", type=int, default=0)
+        parser.add_argument("--min-samples", type=int)
+        parser.add_argument("--min-baseline-samples", type=int)
+        parser.add_argument("--max-p", type=float)
+        parser.add_argument("--for-min", type=int)
         parser.add_argument("--endpoint", type=int, action="append", help="Only these.")
         parser.add_argument("--days", type=int, required=True, help="Replay the last N days.")
         parser.add_argument("--end", type=datetime.fromisoformat, help="Default: now.")
@@ -70,12 +74,9 @@ class Command(BaseCommand):
         if timezone.is_naive(end):
             end = timezone.make_aware(end, UTC)
         start = end - timedelta(days=options["days"])
-        history_start = start - (
-            timedelta(days=8) if windows.same_hours else windows.baseline + windows.recent
-        )
         if options["endpoint"]:
             scope &= Q(endpoint_id__in=options["endpoint"])
-        series = load_series(scope, metric, history_start, end)
+        series = load_series(scope, metric, history_start(start, windows), end)
         injected = load_injected(options["injected"], windows) if options["injected"] else None
         slugs = dict(Workload.objects.values_list("pk", "slug"))
         cadence = timedelta(seconds=options["cadence_s"])
@@ -117,76 +118,52 @@ class Command(BaseCommand):
                 raise CommandError(f"No alert rule {options['rule']}.")
             if rule.metric == "minutes_since_ok":
                 raise CommandError("Staleness rules cannot be replayed (they watch absence).")
-            windows = Windows(
-                rule.recent_window, rule.baseline_window, rule.baseline_mode == SAME_HOURS
+            return (
+                rule.as_condition(),
+                rule.as_timing(),
+                windows_of(rule),
+                rule.runs_filter(),
+                rule.metric,
             )
-            return rule.as_condition(), rule.as_timing(), windows, rule.runs_filter(), rule.metric
-        metric = options["metric"]
-        if not metric:
-            raise CommandError("Give --rule ID, or --metric with --regression-pct or --threshold.")
-        kind = decide.THRESHOLD if options["threshold"] is not None else decide.REGRESSION
-        try:
-            condition = decide.Condition(
-                metric=metric,
-                kind=kind,
-                min_samples=options["min_samples"],
-                min_baseline_samples=options["min_baseline_samples"],
-                regression_pct=options["regression_pct"],
-                threshold=options["threshold"],
-                max_p_value=options["max_p"],
-            )
-        except ValueError as exc:
-            raise CommandError(str(exc)) from None
-        windows = Windows(
-            timedelta(minutes=options["recent_min"]),
-            timedelta(hours=options["baseline_h"]),
-            options["baseline"] == SAME_HOURS,
-        )
-        timing = decide.Timing(pending_for=timedelta(minutes=options["for_min"]))
-        return condition, timing, windows, Q(), metric
+        rule = rule_from_options(options)
+        return rule.as_condition(), rule.as_timing(), windows_of(rule), Q(), rule.metric
 
 
-def load_series(scope: Q, metric: str, start: datetime, end: datetime) -> dict[SeriesKey, Series]:
-    """Every series' samples in [start, end): raw runs, and rollup hours where the raw
-    runs are gone (pruned)."""
-    times: dict[SeriesKey, list[float]] = defaultdict(list)
-    values: dict[SeriesKey, list[float]] = defaultdict(list)
-    raw_hours: set[tuple[SeriesKey, datetime]] = set()
-    # A run group counts once, by its summary row (as the evaluator and rollups count it).
-    runs = ProbeRun.objects.filter(scope, started_at__gte=start, started_at__lt=end).exclude(
-        role="step"
-    )
-    if metric == "success_rate":
-        rows = runs.values_list("endpoint_id", "workload_id", "region", "started_at", "status")
-        convert = lambda status: 1.0 if status == "ok" else 0.0  # noqa: E731
-    elif metric == "error_rate":
-        rows = runs.values_list("endpoint_id", "workload_id", "region", "started_at", "status")
-        convert = lambda status: 1.0 if status in ERROR_STATUSES else 0.0  # noqa: E731
-    else:
-        rows = runs.filter(usable_runs(metric)).values_list(
-            "endpoint_id", "workload_id", "region", "started_at", metric
-        )
-        convert = float
-    for endpoint_id, workload_id, region, at, value in rows.iterator(chunk_size=20_000):
-        key = (endpoint_id, workload_id, region)
-        times[key].append(at.timestamp())
-        values[key].append(convert(value))
-        raw_hours.add((key, at.replace(minute=0, second=0, microsecond=0)))
-    if metric not in ("success_rate", "error_rate"):
-        rollups = RunRollup.objects.filter(
-            scope, granularity=RunRollup.HOUR, bucket_start__gte=start, bucket_start__lt=end
-        ).values_list("endpoint_id", "workload_id", "region", "bucket_start", f"hist_{metric}")
-        for endpoint_id, workload_id, region, hour, hist in rollups.iterator(chunk_size=5_000):
-            key = (endpoint_id, workload_id, region)
-            if (key, hour) in raw_hours or not hist:
-                continue
-            samples = [
-                histogram.bucket_value(int(bucket)) for bucket, n in hist.items() for _ in range(n)
-            ]
-            for i, value in enumerate(samples):  # spread evenly over their hour
-                times[key].append(hour.timestamp() + 3600 * (i + 0.5) / len(samples))
-                values[key].append(value)
-    return {key: Series(times[key], values[key]) for key in times}
+# Command-line option -> the rule's field it sets (None: the field's default).
+_OPTION_FIELDS = {
+    "test": "test",
+    "recent_min": "recent_window_min",
+    "baseline_h": "baseline_window_h",
+    "baseline": "baseline_mode",
+    "min_samples": "min_samples",
+    "min_baseline_samples": "min_baseline_samples",
+    "max_p": "max_p_value",
+    "for_min": "pending_for_min",
+}
+
+
+def rule_from_options(options: dict) -> AlertRule:
+    """An unsaved rule as the admin would make it, with the options given changed."""
+    metric = options.get("metric")
+    if not metric:
+        raise CommandError("Give --rule ID, or --metric with --regression-pct or --threshold.")
+    threshold = options.get("threshold")
+    fields = {
+        "name": "backtest",
+        "metric": metric,
+        "condition": decide.THRESHOLD if threshold is not None else decide.REGRESSION,
+        "threshold": threshold,
+    }
+    if options.get("regression_pct") is not None:
+        fields["regression_pct"] = options["regression_pct"]
+    fields |= {f: options[o] for o, f in _OPTION_FIELDS.items() if options.get(o) is not None}
+    rule = AlertRule(**fields)
+    try:
+        rule.clean()
+        rule.as_condition()
+    except (ValueError, ValidationError) as exc:
+        raise CommandError(str(exc)) from None
+    return rule
 
 
 def load_injected(path: Path, windows: Windows) -> dict[int, list[Injected]]:
