@@ -110,7 +110,7 @@ def test_a_slot_goes_plan_caps_measure_judge_record_once_each(make_probe, name, 
     modules = sorted({module for module, _ in events})
     assert path_problems(events) == [], modules
     # The stages passed their values down: what they called is below them, never a stage.
-    assert {"probes.kinds.base", "probes.recording"} <= set(modules), modules
+    assert {"probes.kinds.base", "probes.recording.recorder"} <= set(modules), modules
 
 
 def test_the_path_check_finds_a_return_a_call_up_and_a_stage_too_many():
