@@ -52,7 +52,8 @@ def with_database(url: str, db: int) -> str:
         return urlunsplit(parts._replace(path=f"/{db}", query=urlencode(query)))
     key = "virtual_host" if parts.scheme == "redis+socket" else "db"
     query.pop("db" if key == "virtual_host" else "virtual_host", None)
-    return urlunsplit(parts._replace(query=urlencode({**query, key: db})))
+    # By hand: urlunsplit drops the empty host of scheme:///path.
+    return f"{parts.scheme}://{parts.netloc}{parts.path}?{urlencode({**query, key: db})}"
 
 
 def worker_urls(environ: dict[str, str], index: int) -> dict[str, str]:

@@ -41,7 +41,7 @@ def available_memory() -> int:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
 
 
-def test_workers(cores: int | None = None, memory: int | None = None) -> int:
+def parallel_processes(cores: int | None = None, memory: int | None = None) -> int:
     """One test process per core the run may use, as many as the memory holds."""
     cores = cores or len(os.sched_getaffinity(0))
     memory = available_memory() if memory is None else memory
@@ -65,7 +65,7 @@ def run_tests(args: list[str]) -> int:
     env.update(services.env)
     try:
         # A child, not exec: the embedded servers (if any) are stopped after the run.
-        argv = pytest_args(args, test_workers())
+        argv = pytest_args(args, parallel_processes())
         code = subprocess.call([sys.executable, "-m", "pytest", *argv], env=env)
         if code == pytest_no_tests:
             print(
