@@ -25,7 +25,7 @@ from dashboard.devstack.supervisor import CrashLoop, Supervisor
 
 
 # What one parallel test process may hold at its peak besides itself: a Celery worker or
-# two, a simulator, Chromium (measured ~0.9 GB on the 2-core VM; kept with a margin).
+# two, a simulator, Chromium (the run's largest process peaked at 0.56 GB; a margin kept).
 TEST_WORKER_MEMORY = 1_500 * 2**20
 
 
