@@ -183,6 +183,14 @@ def ttft_vs_speed(rows: Sequence[Row], metric: str = "output_tps") -> dict:
 Span = tuple[datetime, datetime]
 
 
+def _date_axis(**axis) -> dict:
+    """A time axis whose tick labels stay within the plot's width. Where the ticks fall
+    moves with the clock (the axis ends now): a label centred on a tick near the left
+    edge reached into the y axis's labels ("12:00 Nov 30" over its "0", at 08:45 only),
+    one near the right edge past the chart. Such a label is hidden; hover keeps the time."""
+    return _grid(type="date", ticklabeloverflow="hide past domain", **axis)
+
+
 def _window_axis(span: Span | None, times: Sequence[datetime] = ()) -> dict:
     """The x axis ends now and starts where the window does, or, when the data is
     shorter than the window, a little before its first point: ten minutes of runs are
@@ -194,7 +202,7 @@ def _window_axis(span: Span | None, times: Sequence[datetime] = ()) -> dict:
         first = min(times)
         margin = max((end - first) * 0.05, timedelta(minutes=2))
         start = max(start, first - margin)
-    return _grid(range=[start.isoformat(), end.isoformat()], type="date")
+    return _date_axis(range=[start.isoformat(), end.isoformat()])
 
 
 MARK_COLORS = {"fired": "#dc2626", "resolved": "#059669", "config": "#6b7280"}

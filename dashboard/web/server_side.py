@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dashboard.charts import PALETTE, _figure, _grid
+from dashboard.charts import PALETTE, _date_axis, _figure, _grid
 from dashboard.web import sweeps
 from probes.engine import servermetrics, telemetry
 from probes.models import Endpoint, ProbeRun
@@ -92,7 +92,7 @@ def recent_chart(endpoint: Endpoint) -> dict | None:
     xs = [r[0].isoformat() for r in runs]
     fig = _figure(
         "Why TTFT moved: our TTFT, the server's queue time and its load",
-        xaxis=_grid(type="date"),
+        xaxis=_date_axis(),
         yaxis=_grid(title={"text": "ms"}, rangemode="tozero"),
         yaxis2={"title": {"text": "requests running"}, "overlaying": "y", "side": "right",
                 "rangemode": "tozero", "showgrid": False},

@@ -217,9 +217,14 @@ TTFTS = {"fast": 240.0, "mid": 120.0, "sim": 60.0, "oss": 300.0}
 def history(catalog):
     """A run per endpoint every hour over the last 4 days with realistic noise (one in
     twelve fails), and rollups rebuilt from them the way the scheduler does."""
+    return build_history(catalog, timezone.now())
+
+
+def build_history(catalog: dict, now: datetime) -> dict:
+    """`history`'s runs and rollups, the newest ten minutes before `now` (a pinned clock's
+    instant, for a test that must not depend on the hour it runs)."""
     rng = random.Random(42)
     workload = catalog["workload"]
-    now = timezone.now()
     runs = []
     for key, endpoint in catalog["endpoints"].items():
         for i in range(96):

@@ -8,16 +8,21 @@ never scrolls sideways, and the main table's first row is above the fold on a ph
 
 from __future__ import annotations
 
-from datetime import timedelta
+import re
+from datetime import UTC, datetime, timedelta
 
 import pytest
+import time_machine
+from django.test import Client
 from django.utils import timezone
 
 from dashboard.alerts.models import AlertEvent, AlertRule
+from dashboard.queries import aggregates
 from probes.models import ProbeRun
 from probes.platform.redis_client import redis_client
 from probes.scheduling import heartbeat
 from tests.dashboard.web import test_browser
+from tests.dashboard.web.conftest import build_history
 from tests.dashboard.web.layout import layout_problems
 from tests.dashboard.web.test_browser import CHROMIUM, screenshot
 
@@ -119,4 +124,60 @@ def test_every_workload_board_and_group_run_holds_its_layout(page, measured):
     pages = [(f"/?workload={slug}&window=24h", "#leaderboard-table tbody tr") for slug in measured]
     pages += [(f"/runs/{run.pk}/", None) for run in groups]
     problems = visit_all(page, pages, "workloads")
+    assert problems == [], "\n".join(problems)
+
+
+# A day of the clock, from the minute of the hour the axis was first caught at (08:45 UTC).
+PINNED_DAY = datetime(2026, 11, 30, 0, 45, tzinfo=UTC)
+FIGURE = re.compile(r'<script id="([^"]+)" type="application/json">(.*?)</script>', re.S)
+
+# The figures of another hour into the page as it stands, drawn by the page's own
+# static/js/charts.js (Plotly.react), once every chart has finished drawing.
+REDRAW = """async (figures) => {
+  for (const [id, text] of Object.entries(figures)) {
+    document.getElementById(id).textContent = text;
+  }
+  window.inferwatchDrawCharts(document);
+  const charts = [...document.querySelectorAll("[data-figure]")];
+  await Promise.all(charts.map(el => Promise.all(el._promises || [])));
+  await new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)));
+}"""
+
+
+def test_history_charts_hold_their_layout_at_every_hour_of_a_day(page, catalog):
+    """A history chart's x axis ends now, so where its ticks fall moves with the clock: a
+    first tick near the left edge once sat on the y axis's "0" at 08:45 only.
+
+    The runs are built relative to a pinned instant; the clock of this process (so the
+    server's) is then set to each hour of a day and the history pages render their
+    charts. The endpoint page has every kind of history chart, the model page one series
+    per endpoint with a legend. Each page is opened once per width and that hour's
+    figures are drawn into it, as the page draws its own: 24 hours cost 4 page loads."""
+    endpoint = catalog["endpoints"]["fast"]
+    paths = ["/models/llama-33-70b/", f"/endpoints/{endpoint.pk}/"]
+    hours = [PINNED_DAY + timedelta(hours=h) for h in range(24)]
+    figures: dict[tuple[str, datetime], dict[str, str]] = {}
+    with time_machine.travel(PINNED_DAY) as clock:
+        build_history(catalog, PINNED_DAY)
+        for hour in hours:
+            clock.move_to(hour)
+            aggregates.clear_memo()  # as a request in a new minute finds it
+            for path in paths:
+                html = Client().get(path).content.decode()
+                figures[path, hour] = dict(FIGURE.findall(html))
+                assert {"history-output_tps-data", "availability-data"} <= figures[
+                    path, hour
+                ].keys()
+        clock.move_to(hours[0])
+        problems = []
+        for width, height in WIDTHS.values():
+            page.set_viewport_size({"width": width, "height": height})
+            for path in paths:
+                page.goto(page.base + path)
+                for hour in hours:
+                    page.evaluate(REDRAW, figures[path, hour])
+                    problems += [
+                        f"{path} at {width} px at {hour:%H:%M} UTC: {p}"
+                        for p in layout_problems(page, None, fit=width > 1000)
+                    ]
     assert problems == [], "\n".join(problems)
