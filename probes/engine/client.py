@@ -513,7 +513,8 @@ class _Measurement:
         decode_ms = None
         if rec.first_output_t is not None and rec.last_output_t is not None:
             decode_ms = (rec.last_output_t - rec.first_output_t) / 1e6
-        result.client_bound = loop_lag.client_bound(lag, decode_ms)
+        ranks_on_speed = not result.short_output  # fill_metrics decided it
+        result.client_bound = loop_lag.client_bound(lag, decode_ms, ranks_on_speed)
 
     def _status(self) -> tuple[str, str | None]:
         rec = self.rec

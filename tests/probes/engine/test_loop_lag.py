@@ -23,6 +23,12 @@ def test_both_ends_lags_against_the_output_span_flag_it_for_its_speed() -> None:
     assert not client_bound(Lag(first_ms=3.0, last_ms=2.0, max_ms=9.0), decode_ms=10_000)
 
 
+def test_a_run_too_short_to_rank_on_speed_is_judged_on_its_ttft_alone() -> None:
+    lag = Lag(first_ms=3.0, last_ms=2.0, max_ms=3.0)
+    assert not client_bound(lag, decode_ms=20, ranks_on_speed=False)
+    assert client_bound(lag, decode_ms=20, ranks_on_speed=True)
+
+
 def test_lags_within_one_tick_are_the_tickers_resolution_not_a_held_loop() -> None:
     assert not client_bound(Lag(first_ms=0.9, last_ms=0.8, max_ms=0.9), decode_ms=20)
 
