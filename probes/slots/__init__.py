@@ -12,7 +12,7 @@
 probes/slots/run.py (``run_slot``) calls plan, then hands the plan to the caps, which
 hold the slot's caps while they call measure, judge and record in turn. Each stage is
 entered once per slot and calls only what lies below it: the workload kinds
-(probes/kinds/), the engine, the models, the recorder (probes/recording.py). A test runs
+(probes/kinds/), the engine, the models, the recorder (probes/recording/recorder.py). A test runs
 real slots under a profiler to hold this (tests/probes/slots/test_one_way.py).
 """
 

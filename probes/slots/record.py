@@ -1,8 +1,8 @@
 """The slot's last stage: store what was measured and judged, and say how it went.
 
-Every row goes to the recorder (probes/recording.py: the database, or the spool when the
+Every row goes to the recorder (probes/recording/recorder.py: the database, or the spool when the
 database is away), still under the caps; each request is then pushed to the
-OpenTelemetry exporter (probes/otel.py). A group cut short by an exception is stored
+OpenTelemetry exporter (probes/platform/otel.py). A group cut short by an exception is stored
 with its summary, then the exception is raised again for the task to see.
 """
 
