@@ -9,6 +9,7 @@ holds the loop's turn while a stream's bytes wait to be stamped.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import pickle
 import queue
@@ -21,6 +22,8 @@ from . import egress, tokens
 from .client import measure as measure_one
 from .client import measure_all as measure_group
 from .measurers import read_frame, write_frame
+
+NICE = -10
 
 
 def serve(inp: BinaryIO, out: BinaryIO) -> None:
@@ -84,6 +87,12 @@ def main() -> None:
     # process group, and a child that died on it would fail the streams in its grace.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    # Ahead of the worker's task threads and the rest of the machine when the kernel
+    # allows it (root, CAP_SYS_NICE): a stamp is late by however long the loop waited
+    # for a core after the bytes arrived. Elsewhere the child runs at the worker's
+    # priority, and its runs' loop lag says whether that was enough.
+    with contextlib.suppress(OSError):
+        os.nice(NICE)
     # The frames get stdout's pipe to themselves: anything printed goes to stderr.
     frames = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)

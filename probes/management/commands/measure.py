@@ -204,7 +204,7 @@ class Command(BaseCommand):
             api_key = os.environ.get(opts["api_key_env"])
             if not api_key:
                 raise CommandError(f"environment variable {opts['api_key_env']} is not set")
-        # Workload runs replace the messages and max_tokens per request (the kind's requests, probes/kinds/).
+        # Workload runs replace the messages and max_tokens per request (probes/kinds/).
         messages = [{"role": "user", "content": opts["prompt"] or "Say hello."}]
         max_tokens = opts["max_tokens"] or 256
         limits = Limits(
