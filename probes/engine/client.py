@@ -480,9 +480,6 @@ class _Measurement:
             # Process CPU from t0 to the end of the read loop (all streams of the process).
             result.stream["client_cpu_ms"] = self._cpu_ms
             result.stream["read_path"] = self.read_path
-            # t0 on the machine's monotonic clock: a simulator on the same machine stamps
-            # its sends on it too, so a benchmark can tell our stamp's lateness apart.
-            result.stream["t0_monotonic_ns"] = self.t0
             result.stream["warmup_error"] = self.warmup_error
         result.read_path = self.read_path
         status, error = self._status()
