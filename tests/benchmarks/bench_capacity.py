@@ -179,7 +179,7 @@ def _sweep_probe(base_url: str, parked: datetime):
     from probes.models import Probe
 
     provider = _provider(f"{PREFIX}-sweep", base_url, SWEEP_STREAMS)
-    endpoint = _endpoint(provider, "bench@tps=2100,ttft=80,seed=sweep")
+    endpoint = _endpoint(provider, "bench@tps=2100,ttft=80,seed=4242")
     workload = _workload(
         f"{PREFIX}-sweep-{SWEEP_STREAMS}",
         SWEEP_TOKENS,
