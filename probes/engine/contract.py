@@ -460,7 +460,7 @@ _OUTCOME = (
         "",
         None,
         "Our client, not the provider, may have set the figures: the loop's lag at the "
-        "first output event is over 5 ms, or both ends' lags together are over 2 % of the "
+        "first output event is over 5 ms, or the larger of both ends' lags is over 2 % of the "
         "output span of a run long enough to rank on speed (lags within the ticker's 1 ms "
         "excepted), or the speed is near the "
         "worker's own measured ceiling (its calibration). Left out of every statistic and "

@@ -27,6 +27,7 @@ from dashboard.alerts.transports.webhook import SIGNATURE_HEADER, TIMESTAMP_HEAD
 from probes.models import CanonicalModel, Endpoint, Price, Probe, ProbeRun, Provider, Workload
 from probes.simulator import start_in_process
 from probes.tasks import run_probe
+from tests.counted_runs import counted
 from tests.dashboard.alerts.conftest import wait_for
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
@@ -163,14 +164,14 @@ def test_a_provider_slowing_from_2000_to_1200_tok_s_fires_once_and_resolves_once
     rule.channels.set([hook, mail])
 
     for _ in range(12):  # the last hour, at 2,000 tok/s
-        in_worker(log, run_probe, probe.pk)
+        counted(probe, in_worker, log, run_probe, probe.pk)
     baseline = list(ProbeRun.objects.all())
     assert {r.status for r in baseline} == {"ok"}
     backdate(baseline, 30)
 
     set_model(probe.endpoint, "tps=1200,jitter=5")
     for n in range(1, 4):
-        in_worker(log, run_probe, probe.pk)
+        counted(probe, in_worker, log, run_probe, probe.pk)
         in_worker(log, evaluate_alert_rules)
         # Fires at the first evaluation whose window holds three runs past the limit.
         assert AlertEvent.objects.filter(state="firing").count() == (1 if n == 3 else 0)
@@ -185,7 +186,7 @@ def test_a_provider_slowing_from_2000_to_1200_tok_s_fires_once_and_resolves_once
     set_model(probe.endpoint, "tps=2000,jitter=5")
     backdate(ProbeRun.objects.filter(started_at__gt=event.started_at - timedelta(minutes=6)), 10)
     for _ in range(3):
-        in_worker(log, run_probe, probe.pk)
+        counted(probe, in_worker, log, run_probe, probe.pk)
     in_worker(log, evaluate_alert_rules)
     in_worker(log, evaluate_alert_rules)  # a second evaluation changes nothing
 
@@ -222,7 +223,7 @@ def test_an_outage_across_12_endpoints_of_one_provider_is_one_message_each_way(
     for probe in probes:
         set_model(probe.endpoint, "tps=3000,fault=server_error")
     for probe in probes * 2:
-        in_worker(log, run_probe, probe.pk)
+        counted(probe, in_worker, log, run_probe, probe.pk)
     in_worker(log, evaluate_alert_rules)
 
     assert AlertEvent.objects.filter(state="firing").count() == 12
@@ -236,7 +237,7 @@ def test_an_outage_across_12_endpoints_of_one_provider_is_one_message_each_way(
     for probe in probes:
         set_model(probe.endpoint, "tps=3000")
     for probe in probes * 2:
-        in_worker(log, run_probe, probe.pk)
+        counted(probe, in_worker, log, run_probe, probe.pk)
     in_worker(log, evaluate_alert_rules)
 
     assert AlertEvent.objects.filter(state="resolved").count() == 12

@@ -21,6 +21,7 @@ from dashboard.alerts.tasks import evaluate_alert_rules
 from probes.models import CanonicalModel, Endpoint, Probe, ProbeRun, Provider, Workload
 from probes.simulator import start_in_process
 from probes.tasks import run_probe
+from tests.counted_runs import counted
 from tests.dashboard.alerts.conftest import wait_for
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
@@ -93,7 +94,7 @@ def test_queue_time_energy_per_token_and_tokens_per_joule_rules_fire(celery_work
     )
 
     for _ in range(8):  # the hour before: alone on the server at 2,000 tok/s
-        _in_worker(log, run_probe, probe.pk)
+        counted(probe, _in_worker, log, run_probe, probe.pk)
     baseline = ProbeRun.objects.all()
     assert {r.status for r in baseline} == {"ok"}
     assert all(r.server_queue_ms == 0 and r.energy_j_per_token for r in baseline)
@@ -107,7 +108,7 @@ def test_queue_time_energy_per_token_and_tokens_per_joule_rules_fire(celery_work
     Endpoint.objects.filter(pk=probe.endpoint_id).update(model_id="sim-default@tps=500")
     _background_load(vllm, seconds=120)
     for _ in range(4):
-        _in_worker(log, run_probe, probe.pk)
+        counted(probe, _in_worker, log, run_probe, probe.pk)
     busy = ProbeRun.objects.order_by("-started_at")[:4]
     assert all(r.server_queue_ms and r.server_queue_ms > 5 for r in busy), [
         r.server_queue_ms for r in busy

@@ -38,7 +38,7 @@ from probes.models import (
 from probes.recording import recorder
 from probes.recording.recorder import RunContext
 from probes.simulator import BUILTIN, REALISTIC_FAULTS, SimulatorProcess, start_in_process
-from probes.slots import run as runner
+from tests.counted_runs import run_slot_counted
 
 # live_server + Playwright's sync API share one thread: Django's async-safety check
 # would refuse the ORM calls pytest-django makes there (known interaction).
@@ -428,6 +428,6 @@ def measured(db, workload_sim) -> dict[str, Probe]:
         probe = Probe.objects.create(
             endpoint=endpoint, workload=Workload.objects.get(slug=slug), region="local"
         )
-        runner.run_slot(probe, slot, "w1", "local")
+        run_slot_counted(probe, slot)
         probes[slug] = probe
     return probes

@@ -21,7 +21,7 @@ from dashboard import rollups, snapshots
 from dashboard.queries import aggregates
 from probes.catalog.seeds import PROVIDERS
 from probes.models import Claim, Probe, ProbeRun, Workload
-from probes.slots import run as runner
+from tests.counted_runs import run_slot_counted
 
 HEADLINES = (
     "first_sentence_ms",
@@ -175,7 +175,7 @@ def test_workloads_added_by_hand_get_the_columns_of_their_kind_and_check(client,
     slot = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=5)
     for workload in (strict, wide):
         probe = Probe.objects.create(endpoint=endpoint, workload=workload, region="local")
-        runner.run_slot(probe, slot, "w1", "local")
+        run_slot_counted(probe, slot)
     # A second slot of the strict task after its schema got stricter: one valid, one not.
     schema = dict(strict.params["schema"])
     key = next(iter(schema["properties"]))
@@ -183,7 +183,7 @@ def test_workloads_added_by_hand_get_the_columns_of_their_kind_and_check(client,
     schema["required"] = [key]
     Workload.objects.filter(pk=strict.pk).update(params={**strict.params, "schema": schema})
     probe = Probe.objects.get(workload=strict)
-    runner.run_slot(probe, slot + timedelta(minutes=1), "w1", "local")
+    run_slot_counted(probe, slot + timedelta(minutes=1))
     verdicts = sorted(
         ProbeRun.objects.filter(workload=strict).values_list("output_valid", flat=True)
     )

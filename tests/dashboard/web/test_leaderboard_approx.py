@@ -20,7 +20,7 @@ from dashboard.queries import aggregates
 from probes.catalog.loader import LoadReport, load_workloads
 from probes.models import CanonicalModel, Endpoint, Probe, ProbeRun, Provider, Workload
 from probes.simulator import start_in_thread
-from probes.slots import run as runner
+from tests.counted_runs import run_slot_counted
 
 RUNS = 2
 QUERY = {"workload": "chat-short", "window": "24h"}
@@ -48,7 +48,7 @@ def two_series(db):
         for endpoint in (with_usage, without):
             probe = Probe.objects.create(endpoint=endpoint, workload=workload, region="local")
             for i in range(RUNS):
-                runner.run_slot(probe, slot - timedelta(minutes=i), "w1", "local")
+                run_slot_counted(probe, slot - timedelta(minutes=i))
     return with_usage, without
 
 
