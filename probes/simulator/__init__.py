@@ -7,6 +7,7 @@ with start_in_thread(Profile(tps=500)) as sim:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import ssl
 import subprocess
@@ -127,8 +128,11 @@ class SimulatorProcess:
         self.stop()
 
 
-def start_in_process(*args: str, host: str = "127.0.0.1") -> SimulatorProcess:
-    """``python -m probes.simulator --port 0 ARGS`` in a child; returns once it listens."""
+def start_in_process(*args: str, host: str = "127.0.0.1", nice: int = 0) -> SimulatorProcess:
+    """``python -m probes.simulator --port 0 ARGS`` in a child; returns once it listens.
+
+    `nice`: the child's priority change, where the kernel allows it (a negative one needs
+    root or CAP_SYS_NICE; refused, the child keeps ours)."""
     root = Path(__file__).resolve().parents[2]
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
@@ -138,6 +142,7 @@ def start_in_process(*args: str, host: str = "127.0.0.1") -> SimulatorProcess:
         text=True,
         env=env,
         cwd=root,
+        preexec_fn=(lambda: _renice(nice)) if nice else None,
     )
     assert process.stdout is not None
     line = process.stdout.readline()
@@ -147,3 +152,8 @@ def start_in_process(*args: str, host: str = "127.0.0.1") -> SimulatorProcess:
     base_url = line.split()[2]
     port = int(base_url.rsplit(":", 1)[1].split("/")[0])
     return SimulatorProcess(base_url, port, process)
+
+
+def _renice(change: int) -> None:
+    with contextlib.suppress(OSError):
+        os.nice(change)
