@@ -24,7 +24,7 @@ import orjson
 from probes.engine import tokens  # the same o200k count the engine uses
 from probes.engine.dialects import DIALECTS
 
-from . import content
+from . import arrival, content
 from .events import EVENTS
 from .profiles import BUILTIN, Profile, resolve
 from .scheduler import Scheduler
@@ -32,6 +32,7 @@ from .stream import Stream
 from .telemetry import PowerModel, ServerStats, load_request
 
 _MAX_HEADER = 64 * 1024
+_BACKLOG = 256
 _ids = itertools.count(1)
 
 
@@ -77,6 +78,7 @@ class _Conn(asyncio.Protocol):
     def __init__(self, server: SimulatorServer) -> None:
         self.server = server
         self.buf = b""
+        self.sock: object = None  # the transport's socket (its arrival stamps: arrival.py)
         self.busy = False
         self.closed = False
         self.keep_alive = True
@@ -88,7 +90,7 @@ class _Conn(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport: asyncio.Transport = transport  # type: ignore[assignment]
-        sock = transport.get_extra_info("socket")
+        self.sock = sock = transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
@@ -134,7 +136,8 @@ class _Conn(asyncio.Protocol):
             return  # wait for the rest of the body
         body = self.buf[end + 4 : end + 4 + length]
         self.buf = self.buf[end + 4 + length :]
-        t_request = perf_counter_ns()  # the whole request has arrived
+        # The whole request has arrived: when its last bytes reached the machine.
+        t_request = arrival.arrived_ns(self.sock) or perf_counter_ns()
         self.busy = True
         self.keep_alive = headers.get("connection", "").lower() != "close" and version == "HTTP/1.1"
         self.server.handle(self, method, path.split("?", 1)[0], headers, body, t_request)
@@ -251,14 +254,21 @@ class SimulatorServer:
         tokens.encoding()  # load the tokenizer now, not inside the first request's TTFT
         loop = asyncio.get_running_loop()
         self.scheduler = Scheduler(loop)
-        self._server = await loop.create_server(
-            lambda: _Conn(self),
-            self.host,
-            self.port,
-            reuse_address=True,
-            backlog=256,
-            ssl=self.ssl_context,
-        )
+        # Receipts stamped by the kernel where it can (arrival.py), else by our loop.
+        sock = arrival.listener(self.host, self.port, _BACKLOG)
+        if sock is not None:
+            self._server = await loop.create_server(
+                lambda: _Conn(self), sock=sock, ssl=self.ssl_context
+            )
+        else:
+            self._server = await loop.create_server(
+                lambda: _Conn(self),
+                self.host,
+                self.port,
+                reuse_address=True,
+                backlog=_BACKLOG,
+                ssl=self.ssl_context,
+            )
         self.port = self._server.sockets[0].getsockname()[1]
         return self.port
 

@@ -1,0 +1,91 @@
+"""When a request's bytes reached the machine: the kernel's receive stamp, not the loop's.
+
+The simulator stamps each request's receipt (``x_simulator.t_request_ns``), where the true
+TTFT that tests and benchmarks hold the client to begins. Stamped when the simulator's
+loop gets round to the bytes, the receipt is late by however long that loop was busy
+sending other streams' events (~10 ms at a 64-stream burst on two cores): the truth comes
+out short, and the client looks late by the simulator's own delay.
+
+Linux stamps every arriving segment, TCP included, once SO_TIMESTAMPNS is on; ``recvmsg``
+hands over the stamp of the last segment it read. The listening socket below gives each
+accepted connection a socket whose reads keep that stamp (``arrived_ns``, on the
+``perf_counter_ns`` clock the rest of the simulator uses), so a request's receipt is the
+moment its last bytes arrived. Where the option does not exist the loop's stamp stays.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import sys
+import time
+from time import perf_counter_ns
+
+# Python names it on some builds only; Linux's value is 35 (asm-generic, x86, arm).
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35 if sys.platform == "linux" else None)
+_STAMP = struct.Struct("qq")  # struct timespec: seconds, nanoseconds (CLOCK_REALTIME)
+_ANCILLARY = socket.CMSG_SPACE(_STAMP.size) if SO_TIMESTAMPNS is not None else 0
+
+
+class StampedConnection(socket.socket):
+    """An accepted connection whose reads record when their bytes reached the machine."""
+
+    arrived_ns: int | None = None
+
+    def recv(self, bufsize: int, flags: int = 0) -> bytes:
+        data, ancillary, _, _ = self.recvmsg(bufsize, _ANCILLARY, flags)
+        self._keep_stamp(ancillary)
+        return data
+
+    def recv_into(self, buffer, nbytes: int = 0, flags: int = 0) -> int:
+        view = memoryview(buffer)
+        into = [view[:nbytes] if nbytes else view]
+        size, ancillary, _, _ = self.recvmsg_into(into, _ANCILLARY, flags)
+        self._keep_stamp(ancillary)
+        return size
+
+    def _keep_stamp(self, ancillary) -> None:
+        for level, kind, data in ancillary:
+            if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(data) >= _STAMP.size:
+                seconds, nanoseconds = _STAMP.unpack_from(data)
+                # The kernel's clock is the wall clock: carried onto perf_counter_ns.
+                offset = time.clock_gettime_ns(time.CLOCK_REALTIME) - perf_counter_ns()
+                self.arrived_ns = seconds * 1_000_000_000 + nanoseconds - offset
+
+
+class StampingListener(socket.socket):
+    """A listening socket whose accepted connections are StampedConnections."""
+
+    def accept(self) -> tuple[StampedConnection, object]:
+        fd, address = self._accept()  # type: ignore[attr-defined]
+        conn = StampedConnection(self.family, self.type, self.proto, fileno=fd)
+        conn.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        if socket.getdefaulttimeout() is None and self.gettimeout():
+            conn.setblocking(True)
+        return conn, address
+
+
+def listener(host: str, port: int, backlog: int) -> socket.socket | None:
+    """A bound, listening StampingListener; None where the kernel keeps no stamps."""
+    if SO_TIMESTAMPNS is None:
+        return None
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = StampingListener(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        # On the listener too: the kernel stamps segments only while some socket asks for
+        # it, and a request often arrives before its connection is accepted.
+        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        sock.bind((host, port))
+        sock.listen(backlog)
+        sock.setblocking(False)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def arrived_ns(transport_socket) -> int | None:
+    """The last read's arrival stamp of a transport's socket, if it keeps one."""
+    raw = getattr(transport_socket, "_sock", transport_socket)  # asyncio's TransportSocket
+    return raw.arrived_ns if isinstance(raw, StampedConnection) else None
