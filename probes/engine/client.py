@@ -281,6 +281,7 @@ class _Measurement:
         url = req.url()
         task = asyncio.current_task()
         assert task is not None
+        await self.start.go()  # a group's members send in turn, each right at its t0
         self._in_measured_request = True
         self._cpu0 = time.process_time()
         self.t0 = t0 = perf_counter_ns()

@@ -155,3 +155,66 @@ def test_a_stream_that_fails_before_sending_still_lets_the_next_start(
     assert failed.status == "network_error"
     assert [r.status for r in ok] == ["ok"] * 3
     assert measure_sync(dead).status == "network_error"  # and on a fresh loop too
+
+
+def test_a_groups_members_send_in_turn_once_all_are_ready() -> None:
+    async def scenario() -> list[str]:
+        order: list[str] = []
+        turn = await start_gate.take_turn(3)
+        members = [start_gate.Member(turn) for _ in range(3)]
+
+        async def member(i: int, warm_up_s: float) -> None:
+            await asyncio.sleep(warm_up_s)
+            order.append(f"{i} ready")
+            await members[i].go()
+            order.append(f"{i} t0")
+            await asyncio.sleep(0.01)  # sending
+            order.append(f"{i} sent")
+            members[i].sent()
+
+        # Member 2 warms up last: nobody sends before it is ready; then one at a time.
+        await asyncio.gather(member(0, 0), member(1, 0), member(2, 0.05))
+        return order
+
+    order = asyncio.run(scenario())
+    assert order[:3] == ["0 ready", "1 ready", "2 ready"], order
+    sends = order[3:]
+    assert [event.split()[1] for event in sends] == ["t0", "sent"] * 3, order
+    assert {event.split()[0] for event in sends[::2]} == {"0", "1", "2"}
+    assert all(
+        a.split()[0] == b.split()[0] for a, b in zip(sends[::2], sends[1::2], strict=True)
+    ), order
+
+
+def test_a_member_gone_before_its_t0_holds_no_one_up() -> None:
+    async def scenario() -> bool:
+        turn = await start_gate.take_turn(2)
+        gone, left = start_gate.Member(turn), start_gate.Member(turn)
+        gone.sent()  # its warm-up failed for good, say
+        await asyncio.wait_for(left.go(), 1)
+        left.sent()
+        return True
+
+    assert asyncio.run(scenario())
+
+
+def test_each_member_of_a_wide_group_leaves_right_at_its_t0(
+    sim_process: SimulatorProcess,
+) -> None:
+    """The simulator stamps each request's arrival with the kernel's clock (the same
+    perf_counter as ours): 32 streams at 2,100 tok/s started as one group on one loop,
+    each request reached the server within a few ms of its own t0 (let loose together,
+    they left 15-25 ms after it, and that delay of ours counted as the provider's)."""
+    reqs = [
+        ProbeRequest(
+            api="openai-chat",
+            base_url=sim_process.base_url,
+            model=f"sim-fast@tps=2100,ttft=20,tokens=400,seed={i}",
+            max_tokens=400,
+        )
+        for i in range(32)
+    ]
+    results = asyncio.run(measure_all(reqs))
+    late_ms = sorted((r.usage["x_simulator"]["t_request_ns"] - r.t0_ns) / 1e6 for r in results)
+    assert all(r.status == "ok" for r in results)
+    assert late_ms[len(late_ms) // 2] < 3, late_ms  # median: typically ~0.3 ms
