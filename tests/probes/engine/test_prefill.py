@@ -104,5 +104,9 @@ def test_the_providers_own_prompt_time_gives_its_own_rate(sim_process) -> None:
     assert result.server_prefill_tps == pytest.approx(
         size / (result.server_prefill_ms / 1e3), rel=1e-3
     )
-    # No network inside the provider's clock: at least our client-side rate.
-    assert result.prefill_tps <= result.server_prefill_tps <= RATE * 1.001
+    # No network inside the provider's clock: at least our client-side rate. Within 0.1 %:
+    # the simulator stamps its first send after its write returns, and its receipt is
+    # the kernel's (simulator/arrival.py), so its own TTFT may outlast ours by the
+    # write's microseconds.
+    assert result.prefill_tps <= result.server_prefill_tps * 1.001
+    assert result.server_prefill_tps <= RATE * 1.001
