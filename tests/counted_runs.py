@@ -10,7 +10,9 @@ again; tests of the flag itself (tests/probes/engine/test_loop_lag.py) do not us
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
+from datetime import timedelta
 from typing import TypeVar
 
 from django.db.models import Max
@@ -19,7 +21,7 @@ from probes.models import Probe, ProbeRun
 from probes.slots import run as runner
 
 T = TypeVar("T")
-TRIES = 5
+TRIES = 10
 
 
 def counted(probe: Probe, measure: Callable[..., T], *args: object) -> T:
@@ -40,5 +42,14 @@ def counted(probe: Probe, measure: Callable[..., T], *args: object) -> T:
 
 
 def run_slot_counted(probe: Probe, slot_at, worker: str = "w1", region: str = "local"):
-    """`runner.run_slot`, measured again while our loop mis-timed one of its runs."""
-    return counted(probe, runner.run_slot, probe, slot_at, worker, region)
+    """`runner.run_slot`, measured again while our loop mis-timed one of its runs. Each
+    try is a slot a second later: a slot's prompts are seeded by its time, and the same
+    slot again would meet the provider's prompt cache (a cached pair's cold request would
+    come back warm)."""
+    tries = itertools.count()
+
+    def one_slot():
+        shift = timedelta(seconds=next(tries))
+        return runner.run_slot(probe, slot_at and slot_at + shift, worker, region)
+
+    return counted(probe, one_slot)

@@ -7,11 +7,15 @@ but a ticker can see it: a callback due every millisecond that fires `lag` late 
 loop was held that long. While streams are being read, one ticker per loop watches them
 all; each stream keeps
 
-- ``first_ms``: the lag around its first output event (the larger of the tick that first
-  saw it and the tick before) — how late its TTFT may be stamped;
-- ``last_ms``: the lag of the last two ticks when its read ended — how late its last
-  output event may be stamped;
+- ``first_ms``: how long the loop may have been held just before its first output
+  event was stamped — how late its TTFT may be;
+- ``last_ms``: the same for its last output event;
 - ``max_ms``: the worst lag while it was read.
+
+"Just before a stamp" is each tick due before it, late by the stamp's time at most: work
+after the stamp (closing the response, another stream's tokenizing) never delayed it,
+and a tick late only from the selector's millisecond rounding on an idle loop, while a
+socket woke the loop at once, does not count as a hold either.
 
 `judge` turns those into the run's ``client_bound`` flag against the accuracy the
 methodology promises (TTFT within 5 ms, output speed within 2 %). The ticker runs only
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import weakref
+from collections import deque
 from dataclasses import dataclass
 from time import perf_counter_ns
 from typing import Protocol
@@ -36,6 +41,7 @@ SPEED_BOUND_PCT = 2.0
 
 class _Stamps(Protocol):
     first_output_t: int | None
+    last_output_t: int | None
 
 
 @dataclass(frozen=True)
@@ -52,27 +58,29 @@ class Watch:
         self._stamps = stamps
         self.first_ns: int | None = None
         self.max_ns = 0
-        self._closed = False
         self._ticker: _Ticker | None = None
 
-    def _on_tick(self, lag_ns: int, previous_ns: int) -> None:
+    def _on_tick(self, lag_ns: int) -> None:
         if lag_ns > self.max_ns:
             self.max_ns = lag_ns
-        if self.first_ns is None and self._stamps.first_output_t is not None:
-            self.first_ns = max(lag_ns, previous_ns)
+        t_first = self._stamps.first_output_t
+        if self.first_ns is None and t_first is not None and self._ticker is not None:
+            self.first_ns = self._ticker.held_before(t_first)
 
     def close(self) -> Lag:
         ticker, self._ticker = self._ticker, None
+        t_first, t_last = self._stamps.first_output_t, self._stamps.last_output_t
         last_ns = 0
         if ticker is not None:
-            last_ns = ticker.recent_ns()
+            if t_last is not None:
+                last_ns = ticker.held_before(t_last)
+            if self.first_ns is None and t_first is not None:
+                self.first_ns = ticker.held_before(t_first)
             ticker.drop(self)
-        if self.first_ns is None and self._stamps.first_output_t is not None:
-            self.first_ns = last_ns  # the stream's first event came after the last tick
         return Lag(
             first_ms=None if self.first_ns is None else round(self.first_ns / 1e6, 3),
             last_ms=round(last_ns / 1e6, 3),
-            max_ms=round(max(self.max_ns, last_ns) / 1e6, 3),
+            max_ms=round(max(self.max_ns, last_ns, self.first_ns or 0) / 1e6, 3),
         )
 
 
@@ -82,8 +90,9 @@ class _Ticker:
         self._watches: set[Watch] = set()
         self._handle: asyncio.TimerHandle | None = None
         self._due_ns = 0
-        self._lag_ns = 0
-        self._previous_ns = 0
+        # The last few ticks as (due, fired): enough to see the two around any stamp
+        # a stream takes between ticks.
+        self._ticks: deque[tuple[int, int]] = deque(maxlen=4)
 
     def add(self, watch: Watch) -> None:
         self._watches.add(watch)
@@ -97,20 +106,26 @@ class _Ticker:
             self._handle.cancel()
             self._handle = None
 
-    def recent_ns(self) -> int:
-        """The lag of the last two ticks, and of the one now overdue if it is."""
-        overdue = perf_counter_ns() - self._due_ns if self._handle is not None else 0
-        return max(self._lag_ns, self._previous_ns, overdue, 0)
+    def held_before(self, t_ns: int) -> int:
+        """How long the loop may have been held just before `t_ns` (a stamp): of each
+        tick due before the stamp, how late it was by the stamp (a tick that fired after
+        the stamp counts only up to it: the work after the stamp never delayed it)."""
+        ticks = [*self._ticks]
+        if self._handle is not None:
+            ticks.append((self._due_ns, t_ns))  # due, not yet fired
+        before = [(due, fired) for due, fired in ticks if due <= t_ns][-2:]
+        return max((min(fired, t_ns) - due for due, fired in before), default=0)
 
     def _schedule(self) -> None:
         self._due_ns = perf_counter_ns() + int(TICK_S * 1e9)
         self._handle = self._loop.call_later(TICK_S, self._tick)
 
     def _tick(self) -> None:
-        lag = max(0, perf_counter_ns() - self._due_ns)
-        self._previous_ns, self._lag_ns = self._lag_ns, lag
+        fired = perf_counter_ns()
+        self._ticks.append((self._due_ns, fired))
+        lag = max(0, fired - self._due_ns)
         for watch in list(self._watches):
-            watch._on_tick(lag, self._previous_ns)
+            watch._on_tick(lag)
         self._handle = None
         if self._watches:
             self._schedule()
