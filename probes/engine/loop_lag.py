@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from collections import deque
 from dataclasses import dataclass
 from time import perf_counter_ns
 from typing import Protocol
@@ -59,23 +58,35 @@ class Watch:
         self.first_ns: int | None = None
         self.max_ns = 0
         self._ticker: _Ticker | None = None
+        # The last output event's stamp as of the latest tick, and the ticks around it
+        # then (the ticker keeps only its last few; a provider may pause for many ticks
+        # between its last token and the end of the stream).
+        self._last_t: int | None = None
+        self._ticks_at_last: _Ticks = ()
 
-    def _on_tick(self, lag_ns: int) -> None:
+    def _on_tick(self, lag_ns: int, ticks: _Ticks) -> None:
         if lag_ns > self.max_ns:
             self.max_ns = lag_ns
-        t_first = self._stamps.first_output_t
-        if self.first_ns is None and t_first is not None and self._ticker is not None:
-            self.first_ns = self._ticker.held_before(t_first)
+        stamps = self._stamps
+        if self.first_ns is None and stamps.first_output_t is not None:
+            self.first_ns = _held_before(stamps.first_output_t, ticks)
+        if stamps.last_output_t != self._last_t:  # cheap: once a tick, for every stream
+            self._last_t, self._ticks_at_last = stamps.last_output_t, ticks
 
     def close(self) -> Lag:
         ticker, self._ticker = self._ticker, None
         t_first, t_last = self._stamps.first_output_t, self._stamps.last_output_t
         last_ns = 0
         if ticker is not None:
-            if t_last is not None:
-                last_ns = ticker.held_before(t_last)
+            now = ticker.ticks_now()  # with the tick due but not yet fired
+            self.max_ns = max(self.max_ns, ticker.overdue_ns())  # a hold not yet ticked
             if self.first_ns is None and t_first is not None:
-                self.first_ns = ticker.held_before(t_first)
+                self.first_ns = _held_before(t_first, now)
+            if t_last is not None:
+                # Stamped since the latest tick: the ticks now; else those around it then.
+                last_ns = _held_before(
+                    t_last, now if t_last != self._last_t else self._ticks_at_last
+                )
             ticker.drop(self)
         return Lag(
             first_ms=None if self.first_ns is None else round(self.first_ns / 1e6, 3),
@@ -84,15 +95,25 @@ class Watch:
         )
 
 
+# Recent ticks as (due, fired) perf_counter_ns pairs, oldest first.
+_Ticks = tuple[tuple[int, int], ...]
+
+
+def _held_before(t_ns: int, ticks: _Ticks) -> int:
+    """How long the loop may have been held just before `t_ns` (a stamp): of the two
+    ticks due last before the stamp, how late each was by the stamp (a tick that fired
+    after the stamp counts only up to it: the work after the stamp never delayed it)."""
+    before = [(due, fired) for due, fired in ticks if due <= t_ns][-2:]
+    return max((min(fired, t_ns) - due for due, fired in before), default=0)
+
+
 class _Ticker:
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
         self._watches: set[Watch] = set()
         self._handle: asyncio.TimerHandle | None = None
         self._due_ns = 0
-        # The last few ticks as (due, fired): enough to see the two around any stamp
-        # a stream takes between ticks.
-        self._ticks: deque[tuple[int, int]] = deque(maxlen=4)
+        self._ticks: _Ticks = ()  # the last three fired
 
     def add(self, watch: Watch) -> None:
         self._watches.add(watch)
@@ -106,15 +127,16 @@ class _Ticker:
             self._handle.cancel()
             self._handle = None
 
-    def held_before(self, t_ns: int) -> int:
-        """How long the loop may have been held just before `t_ns` (a stamp): of each
-        tick due before the stamp, how late it was by the stamp (a tick that fired after
-        the stamp counts only up to it: the work after the stamp never delayed it)."""
-        ticks = [*self._ticks]
-        if self._handle is not None:
-            ticks.append((self._due_ns, t_ns))  # due, not yet fired
-        before = [(due, fired) for due, fired in ticks if due <= t_ns][-2:]
-        return max((min(fired, t_ns) - due for due, fired in before), default=0)
+    def ticks_now(self) -> _Ticks:
+        """The last ticks fired and, if one is due and has not fired, that one as if it
+        fired now (it is late by now at least)."""
+        if self._handle is None:
+            return self._ticks
+        return (*self._ticks, (self._due_ns, perf_counter_ns()))
+
+    def overdue_ns(self) -> int:
+        """How late the tick due now is, if it has not fired."""
+        return max(0, perf_counter_ns() - self._due_ns) if self._handle is not None else 0
 
     def _schedule(self) -> None:
         self._due_ns = perf_counter_ns() + int(TICK_S * 1e9)
@@ -122,11 +144,11 @@ class _Ticker:
 
     def _tick(self) -> None:
         fired = perf_counter_ns()
-        self._ticks.append((self._due_ns, fired))
+        self._handle = None
+        self._ticks = ticks = (*self._ticks[-2:], (self._due_ns, fired))
         lag = max(0, fired - self._due_ns)
         for watch in list(self._watches):
-            watch._on_tick(lag)
-        self._handle = None
+            watch._on_tick(lag, ticks)
         if self._watches:
             self._schedule()
 

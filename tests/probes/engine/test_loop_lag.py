@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from probes.engine import ProbeRequest, measure
+from probes.engine import ProbeRequest, loop_lag, measure
 from probes.engine.loop_lag import Lag, client_bound
 from probes.simulator import SimulatorProcess
 
@@ -73,3 +73,39 @@ def test_a_loop_held_by_other_work_while_a_stream_is_read_is_recorded_and_flagge
     assert result.loop_lag_max_ms >= 20
     assert result.loop_lag_first_ms is not None
     assert result.client_bound is True
+
+
+class _Stamps:
+    first_output_t: int | None = None
+    last_output_t: int | None = None
+
+
+def _held_then_stamped(pause_after_s: float, hold_after_stamp: bool) -> Lag:
+    """A stream's only output event stamped at the end (or start) of a 20 ms hold of the
+    loop, then `pause_after_s` of quiet before the stream is closed."""
+
+    async def scenario() -> Lag:
+        stamps = _Stamps()
+        watched = loop_lag.watch(stamps)
+        await asyncio.sleep(0.005)  # a few ticks
+        if not hold_after_stamp:
+            time.sleep(0.02)
+        stamps.first_output_t = stamps.last_output_t = time.perf_counter_ns()
+        if hold_after_stamp:
+            time.sleep(0.02)  # our own work after the stamp: closing, tokenizing …
+        await asyncio.sleep(pause_after_s)
+        return watched.close()
+
+    return asyncio.run(scenario())
+
+
+def test_a_hold_before_the_last_event_is_seen_however_long_the_stream_goes_on() -> None:
+    # 50 ms of quiet (some 50 ticks) before the end: the ticks around the stamp still count.
+    lag = _held_then_stamped(pause_after_s=0.05, hold_after_stamp=False)
+    assert lag.first_ms >= 15 and lag.last_ms >= 15
+
+
+def test_work_after_the_last_stamp_is_not_a_hold_that_delayed_it() -> None:
+    lag = _held_then_stamped(pause_after_s=0, hold_after_stamp=True)
+    assert lag.last_ms < 5 and lag.first_ms < 5
+    assert lag.max_ms >= 15  # the hold itself is still the worst lag seen
