@@ -45,10 +45,19 @@ class Turn:
         if members <= 1:
             self._all_ready.set()
 
-    def _ready(self) -> None:
+    def ready(self) -> None:
+        """One member is at its t0 (or gone before it)."""
         self._not_ready -= 1
         if self._not_ready <= 0:
             self._all_ready.set()
+
+    async def take_send(self) -> None:
+        """Wait until every member is ready and no other member is sending."""
+        await self._all_ready.wait()
+        await self._relay.acquire()
+
+    def end_send(self) -> None:
+        self._relay.release()
 
     def sent(self) -> None:
         self._left -= 1
@@ -79,8 +88,7 @@ class Member:
         if turn is None:
             return
         self._ready(turn)
-        await turn._all_ready.wait()
-        await turn._relay.acquire()
+        await turn.take_send()
         self._holds_relay = True
 
     def sent(self) -> None:
@@ -89,13 +97,13 @@ class Member:
             self._ready(turn)  # a member gone before its t0 holds no one up
             if self._holds_relay:
                 self._holds_relay = False
-                turn._relay.release()
+                turn.end_send()
             turn.sent()
 
     def _ready(self, turn: Turn) -> None:
         if not self._is_ready:
             self._is_ready = True
-            turn._ready()
+            turn.ready()
 
 
 async def take_turn(members: int = 1) -> Turn:
