@@ -10,6 +10,15 @@ via ``aiter_raw`` on an idle stream). In the callback there is no coroutine to w
 no extra system call: the timestamp is taken as the loop hands us the bytes, and the SSE
 parser runs right there.
 
+Where the kernel keeps receive stamps (Linux, kernel_stamps.py) we read the socket
+ourselves with ``recvmsg`` in a reader callback instead of the transport's ``recv``, and
+each read carries the moment its last segment reached the machine: a loop or a CPU busy
+elsewhere delays our read, no longer its stamp. The limit: segments that queue up
+unread are merged in the kernel's receive queue under the latest one's stamp, so the
+stamp is exact for a hold shorter than the gap to the provider's next event (6.7 ms at
+150 tok/s) and never later than the read. The read time goes along: the loop-lag judge
+still asks how late the loop was when it read.
+
 It relies on private attributes of httpcore, h11 and anyio (checked at run time): when
 they do not match (another version, HTTP/2, a proxy, compression), ``take_over`` returns
 None and the caller uses ``response.aiter_raw()`` instead. The connection is closed
@@ -19,6 +28,7 @@ after the body, never returned to the pool.
 from __future__ import annotations
 
 import asyncio
+import socket
 import ssl
 from collections.abc import Callable
 from time import perf_counter_ns
@@ -26,7 +36,11 @@ from typing import Any
 
 import httpx
 
-Feed = Callable[[bytes, int], None]
+from . import kernel_stamps
+
+# (bytes, when they reached the machine, when our loop read them): perf_counter_ns
+Feed = Callable[[bytes, int, int], None]
+_READ_SIZE = 256 * 1024  # as asyncio's own socket transport reads
 
 
 class BodyError(Exception):
@@ -113,7 +127,8 @@ class _BodyProtocol(asyncio.Protocol):
         self.reader = reader
 
     def data_received(self, data: bytes) -> None:
-        self.reader.on_data(data, perf_counter_ns())
+        t = perf_counter_ns()
+        self.reader.on_data(data, t, t)
 
     def eof_received(self) -> bool:
         self.reader.on_eof()
@@ -148,9 +163,58 @@ class FastBodyReader:
         self.ssl_object = ssl_object
         self.read_bio = read_bio
         self.write_bio = write_bio
-        self.done: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self.loop = asyncio.get_running_loop()
+        self.done: asyncio.Future[str] = self.loop.create_future()
         self.t_done: int | None = None
         self._tls_closed = False
+        self._sock: socket.socket | None = None  # read here with recvmsg (kernel stamps)
+
+    # -- reading ------------------------------------------------------------------------
+
+    def start_reading(self) -> None:
+        """Read on: from the socket with its kernel stamps where we can, else through the
+        transport's own reads."""
+        sock = _stampable_socket(self.transport)
+        if sock is not None:
+            # The public add_reader refuses a transport's socket; the selector loop's own
+            # (what the transport itself calls) takes it while the transport is paused.
+            add_reader = getattr(self.loop, "_add_reader", None)
+            if add_reader is None or not hasattr(self.loop, "_remove_reader"):
+                sock = None
+            else:
+                self.transport.pause_reading()  # its reads would take our bytes unstamped
+                add_reader(sock.fileno(), self._readable)
+        if sock is None:
+            self.transport.resume_reading()
+            return
+        self._sock = sock
+        self._readable()  # bytes that arrived before the reader was added
+
+    def _readable(self) -> None:
+        sock = self._sock
+        if sock is None:
+            return
+        try:
+            data, ancillary, _, _ = sock.recvmsg(_READ_SIZE, kernel_stamps.ANCILLARY_SIZE)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            self._stop_reading()
+            self.on_lost(exc)
+            return
+        now = perf_counter_ns()
+        if not data:
+            self._stop_reading()
+            self.on_eof()
+            return
+        self.on_data(data, kernel_stamps.arrived_ns(ancillary, now) or now, now)
+
+    def _stop_reading(self) -> None:
+        sock, self._sock = self._sock, None
+        if sock is None:
+            self.transport.pause_reading()
+        else:
+            self.loop._remove_reader(sock.fileno())  # type: ignore[attr-defined]
 
     # -- completion ---------------------------------------------------------------------
 
@@ -158,22 +222,23 @@ class FastBodyReader:
         if not self.done.done():
             self.t_done = perf_counter_ns()
             self.done.set_result(how)
-            self.transport.pause_reading()
+            self._stop_reading()
 
     def _fail(self, exc: BaseException) -> None:
         if not self.done.done():
             self.done.set_exception(exc)
+            self._stop_reading()
 
     # -- bytes in -----------------------------------------------------------------------
 
-    def on_data(self, data: bytes, t: int) -> None:
+    def on_data(self, data: bytes, t: int, read_t: int) -> None:
         if self.done.done():
             return
         try:
             if self.ssl_object is not None:
                 data = self._decrypt(data)
             if data:
-                self._body(data, t)
+                self._body(data, t, read_t)
         except Exception as exc:  # parser limits, framing, TLS: end the read with it
             self._fail(exc)
             return
@@ -204,14 +269,14 @@ class FastBodyReader:
             self.transport.write(self.write_bio.read())  # e.g. a TLS key update reply
         return b"".join(out)
 
-    def _body(self, data: bytes, t: int) -> None:
+    def _body(self, data: bytes, t: int, read_t: int) -> None:
         if self.decoder is not None:
             data = self.decoder.decode(data)
         elif self.left is not None:
             data = data[: self.left]
             self.left -= len(data)
         if data:
-            self.feed(data, t)
+            self.feed(data, t, read_t)
             self.n_bytes += len(data)
         if self.should_stop():
             self._finish("stopped")
@@ -240,7 +305,10 @@ class FastBodyReader:
 
 
 def take_over(
-    response: httpx.Response, feed: Feed, should_stop: Callable[[], bool], max_bytes: int
+    response: httpx.Response,
+    feed: Feed,
+    should_stop: Callable[[], bool],
+    max_bytes: int,
 ) -> FastBodyReader | None:
     """Switch ``response``'s body reading to a FastBodyReader, or None if not possible.
 
@@ -289,18 +357,31 @@ def take_over(
     transport.set_protocol(_BodyProtocol(reader))
     t = perf_counter_ns()
     if buffered:  # plaintext h11 had already read past the headers
-        reader._body(buffered, t)
+        reader._body(buffered, t, t)
     if ssl_object is not None:
         for raw in pending:
             read_bio.write(raw)  # type: ignore[union-attr]
         if not reader.done.done():
-            reader.on_data(b"", t)  # decrypt what the TLS layer already holds
+            reader.on_data(b"", t, t)  # decrypt what the TLS layer already holds
     else:
         for raw in pending:
             if not reader.done.done():
-                reader._body(raw, t)
+                reader._body(raw, t, t)
     if at_eof:
         reader.on_eof()
     if not reader.done.done():
-        transport.resume_reading()
+        reader.start_reading()
     return reader
+
+
+def _stampable_socket(transport: asyncio.Transport) -> socket.socket | None:
+    """The TCP socket under an asyncio transport, with kernel stamps on; None if not."""
+    if kernel_stamps.SO_TIMESTAMPNS is None:
+        return None
+    wrapper = transport.get_extra_info("socket")
+    sock = getattr(wrapper, "_sock", wrapper)  # asyncio's TransportSocket holds the socket
+    if not isinstance(sock, socket.socket) or sock.type != socket.SOCK_STREAM:
+        return None
+    if sock.family not in (socket.AF_INET, socket.AF_INET6):
+        return None
+    return sock if kernel_stamps.enable(sock) else None

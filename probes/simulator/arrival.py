@@ -7,24 +7,20 @@ sending other streams' events (~10 ms at a 64-stream burst on two cores): the tr
 out short, and the client looks late by the simulator's own delay.
 
 Linux stamps every arriving segment, TCP included, once SO_TIMESTAMPNS is on; ``recvmsg``
-hands over the stamp of the last segment it read. The listening socket below gives each
-accepted connection a socket whose reads keep that stamp (``arrived_ns``, on the
-``perf_counter_ns`` clock the rest of the simulator uses), so a request's receipt is the
-moment its last bytes arrived. Where the option does not exist the loop's stamp stays.
+hands over the stamp of the last segment it read (probes/engine/kernel_stamps.py). The
+listening socket below gives each accepted connection a socket whose reads keep that
+stamp (``arrived_ns``, on the ``perf_counter_ns`` clock the rest of the simulator uses),
+so a request's receipt is the moment its last bytes arrived. Where the option does not
+exist the loop's stamp stays.
 """
 
 from __future__ import annotations
 
 import socket
-import struct
-import sys
-import time
 from time import perf_counter_ns
 
-# Python names it on some builds only; Linux's value is 35 (asm-generic, x86, arm).
-SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35 if sys.platform == "linux" else None)
-_STAMP = struct.Struct("qq")  # struct timespec: seconds, nanoseconds (CLOCK_REALTIME)
-_ANCILLARY = socket.CMSG_SPACE(_STAMP.size) if SO_TIMESTAMPNS is not None else 0
+from probes.engine import kernel_stamps
+from probes.engine.kernel_stamps import ANCILLARY_SIZE, SO_TIMESTAMPNS
 
 
 class StampedConnection(socket.socket):
@@ -33,24 +29,16 @@ class StampedConnection(socket.socket):
     arrived_ns: int | None = None
 
     def recv(self, bufsize: int, flags: int = 0) -> bytes:
-        data, ancillary, _, _ = self.recvmsg(bufsize, _ANCILLARY, flags)
-        self._keep_stamp(ancillary)
+        data, ancillary, _, _ = self.recvmsg(bufsize, ANCILLARY_SIZE, flags)
+        self.arrived_ns = kernel_stamps.arrived_ns(ancillary, perf_counter_ns())
         return data
 
     def recv_into(self, buffer, nbytes: int = 0, flags: int = 0) -> int:
         view = memoryview(buffer)
         into = [view[:nbytes] if nbytes else view]
-        size, ancillary, _, _ = self.recvmsg_into(into, _ANCILLARY, flags)
-        self._keep_stamp(ancillary)
+        size, ancillary, _, _ = self.recvmsg_into(into, ANCILLARY_SIZE, flags)
+        self.arrived_ns = kernel_stamps.arrived_ns(ancillary, perf_counter_ns())
         return size
-
-    def _keep_stamp(self, ancillary) -> None:
-        for level, kind, data in ancillary:
-            if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(data) >= _STAMP.size:
-                seconds, nanoseconds = _STAMP.unpack_from(data)
-                # The kernel's clock is the wall clock: carried onto perf_counter_ns.
-                offset = time.clock_gettime_ns(time.CLOCK_REALTIME) - perf_counter_ns()
-                self.arrived_ns = seconds * 1_000_000_000 + nanoseconds - offset
 
 
 class StampingListener(socket.socket):
@@ -59,7 +47,7 @@ class StampingListener(socket.socket):
     def accept(self) -> tuple[StampedConnection, object]:
         fd, address = self._accept()  # type: ignore[attr-defined]
         conn = StampedConnection(self.family, self.type, self.proto, fileno=fd)
-        conn.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        kernel_stamps.enable(conn)
         if socket.getdefaulttimeout() is None and self.gettimeout():
             conn.setblocking(True)
         return conn, address

@@ -331,6 +331,7 @@ def accuracy(runs, min_span_s: float = 0.0) -> dict:
     """Shares of ok runs within 2 % of the true tok/s and 5 ms of the true TTFT; only
     streams of at least `min_span_s` (2 % of a 15 ms stream is a scheduler hiccup)."""
     tps_ok = ttft_ok = stamp_ok = n = bound = 0
+    misses = []  # (true tok/s, our TTFT error ms, from the headers) past 5 ms: where and how
     for run in runs:
         truth = _truth(run)
         if run.status != "ok" or truth is None or not run.output_tps or run.ttft_ms is None:
@@ -343,12 +344,18 @@ def accuracy(runs, min_span_s: float = 0.0) -> dict:
         stamp_ok += abs(_from_headers_error_ms(run, true_ttft) or 0.0) <= 5.0
         tps_ok += abs(run.output_tps / true_tps - 1) <= 0.02
         ttft_ok += abs(run.ttft_ms - true_ttft) <= 5.0
+        if abs(run.ttft_ms - true_ttft) > 5.0:
+            from_headers = _from_headers_error_ms(run, true_ttft)
+            misses.append(
+                (round(true_tps), round(run.ttft_ms - true_ttft, 1), round(from_headers or 0, 1))
+            )
     return {
         "measured": n,
         "within_2pct_share": round(tps_ok / n, 4) if n else None,
         "ttft_within_5ms_share": round(ttft_ok / n, 4) if n else None,
         "from_headers_within_5ms_share": round(stamp_ok / n, 4) if n else None,
         "flagged_client_bound": bound,
+        "ttft_misses": sorted(misses),
     }
 
 

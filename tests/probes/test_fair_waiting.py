@@ -237,4 +237,5 @@ def test_a_parked_ticket_keeps_its_claim_on_the_providers_room(make_probe, setti
         assert order == []
     parked.join(5)
     behind.join(5)
-    assert order == ["w1-parked", "w2-behind"]
+    # Once w1 frees, both fit the provider's two slots and start together, in either order.
+    assert sorted(order) == ["w1-parked", "w2-behind"]
