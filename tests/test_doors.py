@@ -37,6 +37,7 @@ ALLOWED = {
     "probes/engine/egress.py": "the policy's pinned network backend (resolves, connects)",
     "probes/engine/bounded.py": "reads a door client's response within time and bytes",
     "probes/engine/fastread.py": "reads a door client's response from its socket (speed)",
+    "probes/engine/kernel_stamps.py": "asks sockets the door opened for receive stamps",
     # Exceptions: they never send a request to an address staff or a provider chose.
     "probes/simulator/": "the simulated provider: a loopback server we run, it only listens",
     "dashboard/devstack/": "make run's supervisor: waits for its own Postgres/Redis ports",

@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import functools
-import gc
 import ssl
 import threading
 import time
@@ -38,6 +37,7 @@ from . import (
     bounded,
     door,
     fastread,
+    gc_pause,
     http_errors,
     loop_lag,
     measurers,
@@ -80,49 +80,6 @@ async def _until_quiet() -> None:
     while _reading > 0 and waited < _QUIET_MAX_S:
         await asyncio.sleep(0.005)
         waited += 0.005
-
-
-# -- garbage collector ----------------------------------------------------------------
-
-_gc_lock = threading.Lock()
-_gc_active = 0
-_gc_was_enabled = True
-_gc_runs = 0
-_FULL_COLLECT_EVERY = 50  # runs; a full collection walks every frozen object too
-# A worker with many probes on one loop (shared_loop.py) may never be between streams:
-# every this many starts, the young generations are collected anyway (a millisecond or
-# two, not the 60-100 ms of a full pass), so cycles made meanwhile do not pile up.
-_YOUNG_COLLECT_EVERY = 100
-_starts_while_busy = 0
-
-
-def _gc_enter() -> None:
-    global _gc_active, _gc_was_enabled, _gc_runs, _starts_while_busy
-    with _gc_lock:
-        if _gc_active == 0:
-            # Between streams: reclaim cycles, then move survivors out of the GC's way.
-            # Frozen objects are skipped by gc.collect(), which keeps this cheap; now and
-            # then unfreeze first so cycles among once-frozen objects are reclaimed too.
-            _gc_was_enabled = gc.isenabled()
-            _gc_runs += 1
-            if _gc_runs % _FULL_COLLECT_EVERY == 1:
-                gc.unfreeze()
-            gc.collect()
-            gc.freeze()
-            gc.disable()
-        else:
-            _starts_while_busy += 1
-            if _starts_while_busy % _YOUNG_COLLECT_EVERY == 0:
-                gc.collect(1)
-        _gc_active += 1
-
-
-def _gc_exit() -> None:
-    global _gc_active
-    with _gc_lock:
-        _gc_active -= 1
-        if _gc_active == 0 and _gc_was_enabled:
-            gc.enable()
 
 
 @functools.cache
@@ -207,7 +164,7 @@ class _Measurement:
         result.started_at = dt.datetime.now(dt.UTC)
         tokens.encoding()  # loaded once per process, never inside anyone's stream
         limits = req.limits
-        _gc_enter()
+        gc_pause.enter()
         try:
             async with door.async_client(
                 connect_s=limits.connect_s,
@@ -228,7 +185,7 @@ class _Measurement:
             except Exception:  # odd provider text: _finish meets it again and says so
                 counts = None
         finally:
-            _gc_exit()
+            gc_pause.leave()
         server_count = await self._server_count()
         self._finish(counts, server_count)
         return result

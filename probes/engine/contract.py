@@ -23,8 +23,7 @@ from .statuses import (  # noqa: F401 (re-exported: the contract's names)
 )
 
 # Bump on any change to a definition of /methodology/ or to how we apply it.
-# 2: on a warm connection, request start (t0) is the request body's send, not the top
-#    of our request code.
+# 2: t0 on a warm connection is the request body's send (/methodology/#clock).
 METHODOLOGY_VERSION = 2
 
 # Runs with fewer output tokens keep their TTFT but are flagged short_output and left
@@ -69,14 +68,7 @@ _TTFT = (
 
 # What a run measured, in the order run pages and the API show them.
 _MEASURED = (
-    RunField(
-        "ttfb_ms",
-        "ms",
-        "lower",
-        "Request start → response headers received. Request start (t0) is the moment the "
-        "request's body is handed to the socket, on a warm connection; on a new one, the "
-        "start of its connect.",
-    ),
+    RunField("ttfb_ms", "ms", "lower", "Request start (t0, see Clock) → headers received."),
     RunField("ttft_ms", "ms", "lower", _TTFT, label="TTFT", title="Time to first token"),
     RunField(
         "ttfat_ms",
