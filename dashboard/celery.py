@@ -17,7 +17,6 @@ from django.conf import settings  # lazy: reads nothing until an attribute is us
 
 from dashboard import broker
 from dashboard.alerts.schedule import ALERTS_BEAT_SCHEDULE
-from probes.engine import tokens
 from probes.platform import worker_pool
 from probes.recording.disk_flush import install_disk_flush
 from probes.scheduling.heartbeat import install_worker_heartbeat
@@ -106,7 +105,10 @@ def _install_beat_schedule(sender, **kwargs) -> None:
 def _load_tokenizer(**kwargs) -> None:
     # Once in the worker's main process, before it forks its pool: every pool process
     # inherits it instead of loading its own (seconds each on a busy CPU, all at once
-    # when the worker starts, while probes wait on their concurrency slots).
+    # when the worker starts, while probes wait on their concurrency slots). Imported
+    # here: a manage.py command makes this app too and has no use for the engine.
+    from probes.engine import tokens
+
     tokens.encoding()
 
 

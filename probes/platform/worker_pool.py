@@ -22,8 +22,6 @@ from celery.concurrency import get_implementation
 from celery.concurrency.thread import TaskPool as ThreadsPool
 from celery.signals import worker_init, worker_shutdown
 
-from probes.engine import measurers, shared_loop
-
 log = logging.getLogger(__name__)
 
 
@@ -38,7 +36,11 @@ def uses_threads(pool_cls) -> bool:
 def _start_loop(sender, **kwargs) -> None:
     if not uses_threads(sender.pool_cls):
         return
+    # Imported here, in a worker only: every manage.py command imports this module (the
+    # Celery app is made at Django's start) and must not pay for the engine.
     from django.conf import settings
+
+    from probes.engine import measurers, shared_loop
 
     shared_loop.start()
     wanted = settings.WORKER_MEASURING_PROCESSES
@@ -57,6 +59,8 @@ def _start_loop(sender, **kwargs) -> None:
 
 def _stop_loop(sender, **kwargs) -> None:
     # Sent after the pool stopped: a warm shutdown has let its tasks end already.
+    from probes.engine import measurers, shared_loop
+
     measurers.stop()
     shared_loop.stop()
 
