@@ -361,12 +361,7 @@ class _Measurement:
         rec = self.rec
         feed = self.parser.feed
         max_bytes = self.req.limits.max_response_bytes
-
-        def feed_read(data: bytes, t: int, read_t: int) -> None:
-            rec.read_t = read_t
-            feed(data, t)
-
-        reader = fastread.take_over(response, feed_read, lambda: rec.finished, max_bytes)
+        reader = fastread.take_over(response, feed, lambda: rec.finished, max_bytes)
         if reader is not None:
             self.read_path = "transport"
             await reader.wait()
@@ -378,7 +373,7 @@ class _Measurement:
         # byte limit allows: httpx's own decoder inflates each read whole (a bomb).
         decode = bounded.decoder(response.headers.get("content-encoding"))
         async for raw in response.aiter_raw():
-            rec.read_t = t = perf_counter_ns()  # stamp first: the earliest we saw them
+            t = perf_counter_ns()  # stamp first: the earliest moment we saw these bytes
             chunk = raw if decode is None else decode(raw, max_bytes - n_bytes + 1)
             feed(chunk, t)
             if rec.finished:

@@ -16,8 +16,8 @@ each read carries the moment its last segment reached the machine: a loop or a C
 elsewhere delays our read, no longer its stamp. The limit: segments that queue up
 unread are merged in the kernel's receive queue under the latest one's stamp, so the
 stamp is exact for a hold shorter than the gap to the provider's next event (6.7 ms at
-150 tok/s) and never later than the read. The read time goes along: the loop-lag judge
-still asks how late the loop was when it read.
+150 tok/s) and never later than the read. The loop-lag judge bounds that error by how
+long the loop was held before the stamp (loop_lag.py).
 
 It relies on private attributes of httpcore, h11 and anyio (checked at run time): when
 they do not match (another version, HTTP/2, a proxy, compression), ``take_over`` returns
@@ -38,8 +38,8 @@ import httpx
 
 from . import kernel_stamps
 
-# (bytes, when they reached the machine, when our loop read them): perf_counter_ns
-Feed = Callable[[bytes, int, int], None]
+# (bytes, when they reached the machine): perf_counter_ns
+Feed = Callable[[bytes, int], None]
 _READ_SIZE = 256 * 1024  # as asyncio's own socket transport reads
 
 
@@ -127,8 +127,7 @@ class _BodyProtocol(asyncio.Protocol):
         self.reader = reader
 
     def data_received(self, data: bytes) -> None:
-        t = perf_counter_ns()
-        self.reader.on_data(data, t, t)
+        self.reader.on_data(data, perf_counter_ns())
 
     def eof_received(self) -> bool:
         self.reader.on_eof()
@@ -207,7 +206,7 @@ class FastBodyReader:
             self._stop_reading()
             self.on_eof()
             return
-        self.on_data(data, kernel_stamps.arrived_ns(ancillary, now) or now, now)
+        self.on_data(data, kernel_stamps.arrived_ns(ancillary, now) or now)
 
     def _stop_reading(self) -> None:
         sock, self._sock = self._sock, None
@@ -231,14 +230,14 @@ class FastBodyReader:
 
     # -- bytes in -----------------------------------------------------------------------
 
-    def on_data(self, data: bytes, t: int, read_t: int) -> None:
+    def on_data(self, data: bytes, t: int) -> None:
         if self.done.done():
             return
         try:
             if self.ssl_object is not None:
                 data = self._decrypt(data)
             if data:
-                self._body(data, t, read_t)
+                self._body(data, t)
         except Exception as exc:  # parser limits, framing, TLS: end the read with it
             self._fail(exc)
             return
@@ -269,14 +268,14 @@ class FastBodyReader:
             self.transport.write(self.write_bio.read())  # e.g. a TLS key update reply
         return b"".join(out)
 
-    def _body(self, data: bytes, t: int, read_t: int) -> None:
+    def _body(self, data: bytes, t: int) -> None:
         if self.decoder is not None:
             data = self.decoder.decode(data)
         elif self.left is not None:
             data = data[: self.left]
             self.left -= len(data)
         if data:
-            self.feed(data, t, read_t)
+            self.feed(data, t)
             self.n_bytes += len(data)
         if self.should_stop():
             self._finish("stopped")
@@ -357,16 +356,16 @@ def take_over(
     transport.set_protocol(_BodyProtocol(reader))
     t = perf_counter_ns()
     if buffered:  # plaintext h11 had already read past the headers
-        reader._body(buffered, t, t)
+        reader._body(buffered, t)
     if ssl_object is not None:
         for raw in pending:
             read_bio.write(raw)  # type: ignore[union-attr]
         if not reader.done.done():
-            reader.on_data(b"", t, t)  # decrypt what the TLS layer already holds
+            reader.on_data(b"", t)  # decrypt what the TLS layer already holds
     else:
         for raw in pending:
             if not reader.done.done():
-                reader._body(raw, t, t)
+                reader._body(raw, t)
     if at_eof:
         reader.on_eof()
     if not reader.done.done():

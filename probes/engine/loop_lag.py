@@ -2,15 +2,17 @@
 
 A stamp taken as the loop hands a read over is late by however long the loop was busy
 elsewhere (other streams' parsing, a thread holding the interpreter) when the bytes
-arrived. The kernel's receive stamp (fastread) is not, but a read the loop made late
-holds every event that arrived meanwhile under its last segment's stamp. Either way the
-lateness is bounded by how long the loop was held before the read, which the stamp
-itself cannot show, but a ticker can: a callback due every millisecond that fires `lag`
-late shows the loop was held that long. While streams are being read, one ticker per
-loop watches them all; each stream keeps
+arrived. The kernel's receive stamp (fastread) is not, but events that queued unread
+while the loop was held come out under the latest one's stamp, so an earlier event's
+stamp is late by at most how long the loop was held *before that stamp*. Either way the
+error is bounded by the hold before the stamp, which the stamp itself cannot show, but a
+ticker can: a callback due every millisecond that fires `lag` late shows the loop was
+held that long. A hold after the kernel stamped the bytes (our read came late, the
+stamp did not) is not counted: it moved no stamp. While streams are being read, one
+ticker per loop watches them all; each stream keeps
 
-- ``first_ms``: how long the loop may have been held just before it read the first
-  output event — how late its TTFT may be;
+- ``first_ms``: how long the loop may have been held just before its first output
+  event's stamp — how late its TTFT may be;
 - ``last_ms``: the same for its last output event;
 - ``max_ms``: the worst lag while it was read.
 
@@ -41,10 +43,9 @@ SPEED_BOUND_PCT = 2.0
 
 
 class _Stamps(Protocol):
-    # When the loop read the first and last output events (not the kernel's arrival
-    # stamps: a read the loop made late can hold several events under its last one's).
-    first_output_read_t: int | None
-    last_output_read_t: int | None
+    # The first and last output events' stamps (the kernel's where it gives them).
+    first_output_t: int | None
+    last_output_t: int | None
 
 
 @dataclass(frozen=True)
@@ -72,14 +73,14 @@ class Watch:
         if lag_ns > self.max_ns:
             self.max_ns = lag_ns
         stamps = self._stamps
-        if self.first_ns is None and stamps.first_output_read_t is not None:
-            self.first_ns = _held_before(stamps.first_output_read_t, ticks)
-        if stamps.last_output_read_t != self._last_t:  # cheap: once a tick, for every stream
-            self._last_t, self._ticks_at_last = stamps.last_output_read_t, ticks
+        if self.first_ns is None and stamps.first_output_t is not None:
+            self.first_ns = _held_before(stamps.first_output_t, ticks)
+        if stamps.last_output_t != self._last_t:  # cheap: once a tick, for every stream
+            self._last_t, self._ticks_at_last = stamps.last_output_t, ticks
 
     def close(self) -> Lag:
         ticker, self._ticker = self._ticker, None
-        t_first, t_last = self._stamps.first_output_read_t, self._stamps.last_output_read_t
+        t_first, t_last = self._stamps.first_output_t, self._stamps.last_output_t
         last_ns = 0
         if ticker is not None:
             now = ticker.ticks_now()  # with the tick due but not yet fired

@@ -80,11 +80,6 @@ class StreamRecorder:
         self.first_answer_index: int | None = None
         self.first_output_t: int | None = None
         self.last_output_t: int | None = None
-        # When our loop read the bytes (stamps above are when they arrived, where the
-        # kernel says): the loop-lag judge asks how late the loop was at these.
-        self.read_t = 0  # the reader sets it before each read's bytes are parsed
-        self.first_output_read_t: int | None = None
-        self.last_output_read_t: int | None = None
 
         self.finish_reason: str | None = None
         self.usage: dict[str, Any] | None = None  # the provider's object, last value
@@ -154,11 +149,9 @@ class StreamRecorder:
         if self.first_output_index is None:
             self.first_output_index = idx
             self.first_output_t = t
-            self.first_output_read_t = self.read_t or t
         if ch != "r" and self.first_answer_index is None:
             self.first_answer_index = idx
         self.last_output_t = t
-        self.last_output_read_t = self.read_t or t
 
     def _marker(self, t: int) -> None:
         self.done_seen = True

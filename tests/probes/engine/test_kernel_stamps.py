@@ -57,6 +57,7 @@ def test_a_first_token_that_arrives_while_our_loop_is_held_is_stamped_on_arrival
     assert -0.5 < late_ms < 2.0, late_ms
     true_ttft_ms = (first_sent - sim["t_request_ns"]) / 1e6
     assert abs(result.ttft_ms - true_ttft_ms) < 2.0
-    # The judge asks how late the loop read it: the hold is seen, the run flagged.
+    # The judge sees the hold before the stamp (it cannot tell whether events queued
+    # under it): the run is flagged, conservatively.
     assert result.loop_lag_first_ms is not None and result.loop_lag_first_ms > 5
     assert result.client_bound

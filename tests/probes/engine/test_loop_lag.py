@@ -76,8 +76,8 @@ def test_a_loop_held_by_other_work_while_a_stream_is_read_is_recorded_and_flagge
 
 
 class _Stamps:
-    first_output_read_t: int | None = None
-    last_output_read_t: int | None = None
+    first_output_t: int | None = None
+    last_output_t: int | None = None
 
 
 def _held_then_stamped(pause_after_s: float, hold_after_stamp: bool) -> Lag:
@@ -90,7 +90,7 @@ def _held_then_stamped(pause_after_s: float, hold_after_stamp: bool) -> Lag:
         await asyncio.sleep(0.005)  # a few ticks
         if not hold_after_stamp:
             time.sleep(0.02)
-        stamps.first_output_read_t = stamps.last_output_read_t = time.perf_counter_ns()
+        stamps.first_output_t = stamps.last_output_t = time.perf_counter_ns()
         if hold_after_stamp:
             time.sleep(0.02)  # our own work after the stamp: closing, tokenizing …
         await asyncio.sleep(pause_after_s)
