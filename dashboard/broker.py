@@ -14,20 +14,24 @@ does for any lost connection: reconnect and carry on.
 
 from __future__ import annotations
 
-import redis
-from kombu.transport import redis as kombu_redis
-
-_connparams = kombu_redis.Channel._connparams
-
-
-def _connparams_of_a_live_connection(self, asynchronous: bool = False) -> dict:
-    transport = self.connection
-    if transport is None or transport.client is None:
-        raise redis.exceptions.ConnectionError("the broker connection is already closed")
-    return _connparams(self, asynchronous)
+# A worker installs this as it starts (dashboard/celery.py): only a worker holds
+# unacknowledged messages, and redis and kombu's transport load with it, not with Django.
 
 
 def install() -> None:
     """Idempotent: patch kombu's Redis channel once per process."""
-    if kombu_redis.Channel._connparams is not _connparams_of_a_live_connection:
-        kombu_redis.Channel._connparams = _connparams_of_a_live_connection
+    import redis
+    from kombu.transport import redis as kombu_redis
+
+    connparams = kombu_redis.Channel._connparams
+    if getattr(connparams, "guarded", False):
+        return
+
+    def _connparams_of_a_live_connection(self, asynchronous: bool = False) -> dict:
+        transport = self.connection
+        if transport is None or transport.client is None:
+            raise redis.exceptions.ConnectionError("the broker connection is already closed")
+        return connparams(self, asynchronous)
+
+    _connparams_of_a_live_connection.guarded = True  # type: ignore[attr-defined]
+    kombu_redis.Channel._connparams = _connparams_of_a_live_connection

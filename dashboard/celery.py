@@ -12,42 +12,53 @@ import os
 
 from celery import Celery
 from celery.schedules import crontab
-from celery.signals import celeryd_after_setup, worker_init
+from celery.signals import celeryd_after_setup, celeryd_init
 from django.conf import settings  # lazy: reads nothing until an attribute is used
 
-from dashboard import broker
 from dashboard.alerts.schedule import ALERTS_BEAT_SCHEDULE
-from probes.platform import worker_pool
-from probes.recording.disk_flush import install_disk_flush
-from probes.scheduling.heartbeat import install_worker_heartbeat
 
 
 @functools.cache
 def get_app() -> Celery:
-    """The one app of this process, configured from Django settings."""
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
-    # Before any broker connection exists: see dashboard/broker.py for the kombu bug.
-    broker.install()
+    """The one app of this process, configured from Django settings: what sends tasks.
 
+    What only a worker needs (its steps, its pool's loop, the broker guard, its region's
+    queue, the tokenizer) is set up as a worker starts (`_prepare_worker`): the web
+    process and every manage.py command create this app too and never load it."""
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
     app = Celery("inferwatch")
     app.config_from_object("django.conf:settings", namespace="CELERY")
     app.autodiscover_tasks()
-    # Workers mark themselves alive in Redis for /status (probes/scheduling/heartbeat.py).
-    install_worker_heartbeat(app)
-    # A worker that kept runs on its disk (Postgres and Redis both away) moves them to
-    # Redis as soon as it answers (probes/recording/disk_flush.py).
-    install_disk_flush(app)
     # Each worker also listens on its own direct queue, so calibration reaches every worker.
     app.conf.worker_direct = True
     app.conf.task_default_queue = "celery"
     app.on_after_configure.connect(_install_beat_schedule, weak=False)
+    celeryd_init.connect(_prepare_worker, weak=False)
     celeryd_after_setup.connect(_consume_region_queue, weak=False)
-    worker_init.connect(_load_tokenizer, weak=False)
+    app.set_default()
+    return app
+
+
+def _prepare_worker(sender, instance, **kwargs) -> None:
+    """As `celery worker` starts, before its blueprint is built and before it connects."""
+    from celery.signals import worker_init
+
+    from dashboard import broker
+    from probes.platform import worker_pool
+    from probes.recording.disk_flush import install_disk_flush
+    from probes.scheduling.heartbeat import install_worker_heartbeat
+
+    # Before any broker connection exists: see dashboard/broker.py for the kombu bug.
+    broker.install()
+    # Workers mark themselves alive in Redis for /status (probes/scheduling/heartbeat.py).
+    install_worker_heartbeat(instance.app)
+    # A worker that kept runs on its disk (Postgres and Redis both away) moves them to
+    # Redis as soon as it answers (probes/recording/disk_flush.py).
+    install_disk_flush(instance.app)
     # Threads pool: every measurement of the worker on one event loop
     # (probes/platform/worker_pool.py).
     worker_pool.install()
-    app.set_default()
-    return app
+    worker_init.connect(_load_tokenizer, weak=False)
 
 
 def __getattr__(name: str):
@@ -105,8 +116,7 @@ def _install_beat_schedule(sender, **kwargs) -> None:
 def _load_tokenizer(**kwargs) -> None:
     # Once in the worker's main process, before it forks its pool: every pool process
     # inherits it instead of loading its own (seconds each on a busy CPU, all at once
-    # when the worker starts, while probes wait on their concurrency slots). Imported
-    # here: a manage.py command makes this app too and has no use for the engine.
+    # when the worker starts, while probes wait on their concurrency slots).
     from probes.engine import tokens
 
     tokens.encoding()

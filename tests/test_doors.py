@@ -34,7 +34,8 @@ FORBIDDEN_CALLS = ("open_connection", "create_connection", "open_unix_connection
 ALLOWED = {
     # The door: the client factory and what it is built from.
     "probes/engine/door.py": "the one client factory",
-    "probes/engine/egress.py": "the policy's pinned network backend (resolves, connects)",
+    "probes/engine/egress.py": "the policy: reads IP literals as the resolver does (inet_aton)",
+    "probes/engine/pinned.py": "the policy's pinned network backend (resolves, connects)",
     "probes/engine/bounded.py": "reads a door client's response within time and bytes",
     "probes/engine/fastread.py": "reads a door client's response from its socket (speed)",
     "probes/engine/kernel_stamps.py": "asks sockets the door opened for receive stamps",

@@ -39,26 +39,53 @@ def test_importing_the_apps_creates_no_celery_app_and_patches_nothing():
         "import dashboard, dashboard.celery, probes.scheduling.heartbeat\n"
         "from celery import _state\n"
         "from kombu.transport import redis as kombu_redis\n"
-        "from dashboard import broker\n"
-        "print(len(_state._apps),"
-        " kombu_redis.Channel._connparams is broker._connparams_of_a_live_connection)"
+        "print(len(_state._apps), getattr(kombu_redis.Channel._connparams, 'guarded', False))"
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["0", "False"]
 
 
 def test_celery_finds_the_app_where_it_starts():
+    # The app sends; what only a worker needs is set up as `celery worker` starts
+    # (celeryd_init, before the worker's blueprint and its first broker connection).
     done = _python(
+        "from types import SimpleNamespace\n"
         "from celery.app.utils import find_app\n"
+        "from celery.signals import celeryd_init\n"
         "from kombu.transport import redis as kombu_redis\n"
-        "from dashboard import broker\n"
         "app = find_app('dashboard')\n"
+        "def guarded():\n"
+        "    return getattr(kombu_redis.Channel._connparams, 'guarded', False)\n"
+        "def steps():\n"
+        "    return sorted(s.__name__ for s in app.steps['worker'])\n"
         "print(app.main, 'dashboard.tasks.maintain_rollups' in app.conf.beat_schedule.get("
-        "'maintain-rollups', {}).values(),"
-        " kombu_redis.Channel._connparams is broker._connparams_of_a_live_connection)"
+        "'maintain-rollups', {}).values(), guarded(), steps())\n"
+        "celeryd_init.send(sender='w@h', instance=SimpleNamespace(app=app), conf=app.conf)\n"
+        "print(guarded(), steps())"
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["inferwatch", "True", "True"]
+    before, after = done.stdout.splitlines()
+    assert before == "inferwatch True False []"
+    assert after == "True ['DiskSpoolFlush', 'WorkerHeartbeat']"
+
+
+# What a command does not need until it measures, sends or draws: the HTTP client, the
+# metrics parser, the numeric and plotting libraries (issue 23: commands start light).
+HEAVY = ("httpx", "httpcore", "h2", "prometheus_client", "numpy", "scipy", "plotly")
+
+
+def test_a_command_starts_without_the_heavy_libraries():
+    done = _python(
+        "import os, sys\n"
+        "os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'dashboard.settings')\n"
+        "import django\n"
+        "django.setup()\n"
+        "from django.core.management import load_command_class\n"
+        "load_command_class('probes', 'measure').create_parser('manage.py', 'measure')\n"
+        f"print(sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r}))"
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
 
 
 def test_no_module_is_over_600_lines():

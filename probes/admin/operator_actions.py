@@ -18,10 +18,9 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
 
-from probes.engine import Limits, ProbeRequest, RunResult, measure_sync
+from probes.engine import Limits, ProbeRequest, RunResult
 from probes.onboarding import connection_check
 from probes.platform import secrets
-from probes.scheduling import caps
 
 MAX_ROWS = 3
 RUN_NOW_LIMIT_S = 30.0
@@ -66,6 +65,7 @@ def run_now(modeladmin, request: HttpRequest, queryset) -> None:
         return
     # The slot path (and the engine, jsonschema, OTel behind it) only when a run is asked
     # for: Django imports the admin at startup, and every manage.py command would pay.
+    from probes.scheduling import caps  # Redis's client: with the slot path, not at startup
     from probes.slots import run as runner
 
     worker = f"admin@{platform.node()}"
@@ -141,6 +141,8 @@ def test_connection(modeladmin, request: HttpRequest, queryset) -> None:
             # Unset: find out how this server counts (connection_check.token_counter).
             token_counter=endpoint.token_counter or "ollama",
         )
+        from probes.engine import measure_sync  # the client loads when a check is sent
+
         result = measure_sync(request_)
         summary = _summary(result, key)
         if result.ok and not endpoint.token_counter:

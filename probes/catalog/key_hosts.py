@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 from django.conf import settings
 
 from probes.catalog.seeds import PROVIDERS
-from probes.engine import door
+from probes.engine.origins import origin
 from probes.platform import secrets
 
 
@@ -47,7 +47,7 @@ def env_host_refusal(name: str, base_url: str) -> str | None:
     patterns = [pattern.lower() for pattern in hosts if "://" not in pattern]
     if host and any(fnmatchcase(host, pattern) for pattern in patterns):
         return None
-    if door.origin(base_url) in secrets.bound_origins(name):
+    if origin(base_url) in secrets.bound_origins(name):
         return None
     where = ", ".join(hosts) if hosts else "no host"
     return (

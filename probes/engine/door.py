@@ -7,7 +7,7 @@ Test connection (probes/onboarding/connection_check.py), alert deliveries
 connections through ``async_client`` (or ``request_sync`` on top of it). Each rule is
 applied here once, so a new feature cannot forget one:
 
-* the egress policy (egress.py), judged at the address each connection really opens and
+* the egress policy (egress.py), judged by pinned.py at the address each connection opens and
   pinned to it: metadata and link-local always refused, EGRESS_DENY / EGRESS_ALLOW;
 * no redirects: a 3xx is an answer, never a second request to wherever it points;
 * time bounds on connect, write and pool waits (``request`` adds one total deadline);
@@ -26,7 +26,6 @@ import ssl
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
 from httpx import (  # noqa: F401 - re-exported: callers catch these, never import httpx
@@ -44,28 +43,11 @@ from httpx import (  # noqa: F401 - re-exported: callers catch these, never impo
     UnsupportedProtocol,
 )
 
-from . import bounded, egress
+from . import bounded, pinned
 from .bounded import BoundedError, BoundedResponse, DeadlineExceeded  # noqa: F401
+from .origins import origin
 
 AsyncClient = httpx.AsyncClient  # for type hints; make one with async_client()
-
-_DEFAULT_PORTS = {"http": 80, "https": 443}
-
-
-def origin(url: str) -> str:
-    """``scheme://host:port`` of a URL, lower-case with the default port spelled out:
-    where a request to it goes (a path change stays put). "" when it has no host."""
-    parts = urlsplit(url.strip())
-    scheme = parts.scheme.lower()
-    host = (parts.hostname or "").lower()
-    if not host:
-        return ""
-    try:
-        port = parts.port or _DEFAULT_PORTS.get(scheme)
-    except ValueError:
-        port = None
-    shown = f"[{host}]" if ":" in host else host
-    return f"{scheme}://{shown}:{port}" if port else f"{scheme}://{shown}"
 
 
 class KeyRefused(httpx.ConnectError):
@@ -135,7 +117,7 @@ def async_client(
     limits = httpx.Limits(  # httpx's own defaults unless the caller names a cap
         max_connections=max_connections or 100, max_keepalive_connections=max_connections or 20
     )
-    transport = egress.async_transport(limits=limits, verify=verify)
+    transport = pinned.async_transport(limits=limits, verify=verify)
     return httpx.AsyncClient(
         timeout=httpx.Timeout(connect=connect_s, read=read_s, write=connect_s, pool=connect_s),
         follow_redirects=False,

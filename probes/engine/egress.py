@@ -15,8 +15,9 @@ refused address refuses the host), and the connection is opened to the checked a
 DNS cannot answer the check with one address and the connection with another. TLS still
 verifies and sends SNI for the hostname (httpcore starts TLS with the origin's host).
 
-Plain Python: the Django side calls `configure()` from its settings (probes/apps.py).
-Part of the one door out (door.py): only door.py makes clients with these transports.
+Plain Python, no HTTP client: the Django side calls `configure()` from its settings
+(probes/apps.py) and a URL field asks `url_refusal`; each connection is judged by the
+network backend in pinned.py, part of the one door out (door.py).
 """
 
 from __future__ import annotations
@@ -26,12 +27,7 @@ import socket
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 from urllib.parse import urlsplit
-
-import anyio
-import httpcore
-import httpx
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -49,12 +45,6 @@ ALWAYS_REFUSED: tuple[tuple[str, str], ...] = (
     ("255.255.255.255/32", "broadcast"),
 )
 _ALWAYS = tuple((ipaddress.ip_network(cidr), why) for cidr, why in ALWAYS_REFUSED)
-
-
-class EgressRefused(httpcore.ConnectError):
-    """A connection the policy refuses. An httpcore.ConnectError, so httpx raises it as
-    httpx.ConnectError with this message and every caller's connection-error handling
-    (a probe's network_error, a channel's failed delivery) applies unchanged."""
 
 
 @dataclass(frozen=True)
@@ -121,25 +111,7 @@ def current() -> Policy:
     return _policy
 
 
-def check_addresses(host: str, addresses: Iterable[str]) -> list[str]:
-    """The addresses to connect to, or EgressRefused when any is refused: a host that
-    resolves partly into a refused range is refused whole (which address a client picks
-    is not ours to predict)."""
-    chosen = list(dict.fromkeys(addresses))
-    if host.lower().rstrip(".") in METADATA_NAMES:
-        raise EgressRefused(f"egress policy: {host} is a cloud metadata service, always refused")
-    if not chosen:
-        raise EgressRefused(f"egress policy: {host} resolves to no address")
-    policy = current()
-    for address in chosen:
-        why = policy.refusal(address)
-        if why:
-            via = "" if _literal(host) else f"{host} resolves to {address}; "
-            raise EgressRefused(f"egress policy: {via}{why}")
-    return chosen
-
-
-def _literal(host: str) -> str | None:
+def literal(host: str) -> str | None:
     """The address a host that is an IP literal names, in any spelling the resolver
     accepts (``169.254.169.254``, ``[::ffff:a9fe:a9fe]``, ``2852039166``, ``0xa9.254.0251.254``),
     or None for a name."""
@@ -181,53 +153,5 @@ def url_refusal(url: str, policy: Policy | None = None) -> str | None:
         return "not a URL"
     if host in METADATA_NAMES:
         return f"{host} is a cloud metadata service, always refused"
-    literal = _literal(host)
-    return (policy or current()).refusal(literal) if literal else None
-
-
-def _lookup(host: str, port: int) -> list[str]:
-    try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except OSError as exc:
-        raise httpcore.ConnectError(f"cannot resolve {host}: {exc}") from None
-    return [str(info[4][0]) for info in infos]
-
-
-async def resolve_checked_async(host: str, port: int, timeout: float | None) -> list[str]:
-    literal = _literal(host)
-    if literal is not None:
-        return check_addresses(host, [literal])
-    try:
-        with anyio.fail_after(timeout):
-            # A thread, as asyncio's own resolver uses: getaddrinfo blocks.
-            found = await anyio.to_thread.run_sync(_lookup, host, port, abandon_on_cancel=True)
-    except TimeoutError:
-        raise httpcore.ConnectTimeout(f"resolving {host} took over {timeout} s") from None
-    return check_addresses(host, found)
-
-
-class PinnedAsyncBackend(httpcore.AsyncNetworkBackend):
-    """httpcore's own backend, connecting to the checked address instead of the name."""
-
-    def __init__(self) -> None:
-        self._inner = httpcore.AnyIOBackend()
-
-    async def connect_tcp(self, host: str, port: int, timeout: float | None = None, **kw: Any):
-        addresses = await resolve_checked_async(host, port, timeout)
-        # The first address only: trying the next on failure would be a second answer.
-        return await self._inner.connect_tcp(addresses[0], port, timeout=timeout, **kw)
-
-    async def connect_unix_socket(self, *args: Any, **kwargs: Any):
-        raise EgressRefused("egress policy: unix sockets are not an outbound destination")
-
-    async def sleep(self, seconds: float) -> None:
-        await self._inner.sleep(seconds)
-
-
-def async_transport(**kwargs: Any) -> httpx.AsyncHTTPTransport:
-    """An httpx transport whose every connection passes the policy. Pass the TLS and
-    pool options here (`verify=`, `limits=`): a client given a transport ignores its own."""
-    transport = httpx.AsyncHTTPTransport(**kwargs)
-    # httpx 0.28 builds httpcore's pool without a way to name the network backend.
-    transport._pool._network_backend = PinnedAsyncBackend()  # type: ignore[attr-defined]
-    return transport
+    address = literal(host)
+    return (policy or current()).refusal(address) if address else None

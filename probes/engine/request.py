@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from . import dialects, door
+from . import dialects
 from .contract import MIN_SPEED_TOKENS
 from .dialects import APIS
-from .telemetry import Telemetry
+
+if TYPE_CHECKING:
+    from . import door
+    from .telemetry import Telemetry  # its scrapers (prometheus_client) load with a probe
 
 # probes/engine/tokenize.METHODS (kept here too so a request validates without httpx).
 TOKEN_COUNTERS = ("llama.cpp", "vllm", "llama-cpp-python", "ollama")
@@ -166,6 +169,8 @@ class ProbeRequest:
 
     def key_bindings(self) -> tuple[door.KeyBinding, ...]:
         """The key and the one origin it may travel to, for the door's check."""
+        from . import door  # the HTTP client loads where a request is sent, not here
+
         if not self.api_key:
             return ()
         bound = door.origin(self.base_url) if self.key_origin is None else self.key_origin

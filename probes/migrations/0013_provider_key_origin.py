@@ -2,7 +2,7 @@
 
 from django.db import migrations, models
 
-from probes.engine.door import origin
+from probes.engine.origins import origin
 
 
 def bind_existing_keys(apps, schema_editor):

@@ -17,8 +17,8 @@ from django.dispatch import receiver
 from django.utils import timezone
 from simple_history.models import HistoricalRecords
 
-from probes.engine import door
 from probes.engine.dialects import API_CHOICES
+from probes.engine.origins import origin as _origin_of
 from probes.models import context_fit
 from probes.models.validators import (
     positive,
@@ -180,7 +180,7 @@ class Provider(models.Model):
         if not (self.api_key_env or self.api_key_encrypted):
             self.key_origin = ""
             return
-        here = door.origin(self.base_url)
+        here = _origin_of(self.base_url)
         if self.key_origin == here:
             return
         loaded = getattr(self, "_loaded_key", None), getattr(self, "_loaded_env", None)
@@ -195,7 +195,7 @@ class Provider(models.Model):
         """Why saving now would leave the key behind (bound to another origin), or ""."""
         if not (self.api_key_env or self.api_key_encrypted) or not self.key_origin:
             return ""
-        here = door.origin(self.base_url)
+        here = _origin_of(self.base_url)
         if here == self.key_origin:
             return ""
         if self.api_key_env and here in secrets.bound_origins(self.api_key_env):
@@ -236,7 +236,7 @@ class Provider(models.Model):
     def _bound(self, key: ProviderKey) -> ProviderKey:
         """The key, or why it cannot go to the URL the row now has (the door refuses it
         there anyway: this says so before anything is tried, on /status and the run)."""
-        here = door.origin(self.base_url)
+        here = _origin_of(self.base_url)
         # A row not saved yet is bound where its first save will bind it (bind_key).
         bound = self.key_origin or (here if self._state.adding else "")
         if bound == here:

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from probes.engine import METHODOLOGY_VERSION, Limits, ProbeRequest, measure_sync
+from probes.engine import METHODOLOGY_VERSION, Limits, ProbeRequest
 from probes.simulator import start_in_process
 
 # Measured (README, Benchmarks): keep a process's total event rate under ~45 % of its flood
@@ -52,6 +52,8 @@ def _true_rate(result: Any) -> tuple[float | None, float | None]:
 
 def calibrate(duration_s: float = 6.0, base_url: str | None = None) -> Calibration:
     """Measure this process's ceiling against a local simulator (about ``duration_s``)."""
+    from probes.engine import measure_sync  # the client loads when a calibration runs
+
     sim = None
     if base_url is None:
         sim = start_in_process()

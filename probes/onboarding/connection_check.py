@@ -34,15 +34,10 @@ from urllib.parse import urlsplit, urlunsplit
 
 import orjson
 
-from probes.engine import (
-    Limits,
-    ProbeRequest,
-    RunResult,
-    door,
-    measure_sync,
-    servermetrics,
-    tokenize,
-)
+from probes.engine import Limits, ProbeRequest, RunResult
+
+# The HTTP client (door, tokenize, the client) and the metrics parser load inside the
+# functions that send or parse: the admin imports this module for every manage.py command.
 
 SIDE_REQUEST_S = 4.0  # total time for one side request, connect to last byte
 SIDE_REQUEST_MAX_BYTES = 2 * 1024 * 1024  # a model list of a few thousand entries
@@ -123,6 +118,8 @@ def _bounded_json(
     """One side request: JSON or None, never longer than SIDE_REQUEST_S from connect to
     last byte (headers included: the engine's bounded request), never bigger than
     SIDE_REQUEST_MAX_BYTES (a misbehaving server cannot hold the page)."""
+    from probes.engine import door
+
     try:
         response = door.request_sync(
             method,
@@ -141,6 +138,8 @@ def _bounded_json(
 
 def _bounded_text(url: str, headers: dict[str, str]) -> str | None:
     """A side GET's text (not JSON), under the same bounds as ``_bounded_json``."""
+    from probes.engine import door
+
     try:
         response = door.request_sync(
             "GET", url, headers=headers, deadline_s=SIDE_REQUEST_S, max_bytes=SIDE_REQUEST_MAX_BYTES
@@ -154,6 +153,8 @@ def _bounded_text(url: str, headers: dict[str, str]) -> str | None:
 
 def metrics_route(base_url: str, headers: dict[str, str]) -> tuple[str, str]:
     """The server's /metrics URL and engine when its names are known, else ("", "")."""
+    from probes.engine import servermetrics
+
     url = server_root(base_url) + "/metrics"
     text = _bounded_text(url, headers)
     if text is None:
@@ -174,6 +175,8 @@ def side_headers(api_style: str, api_key: str | None, extra: dict[str, str]) -> 
 
 
 def _measure(api_style: str, base_url: str, model_id: str, api_key: str | None, extra) -> RunResult:
+    from probes.engine import measure_sync
+
     return measure_sync(
         ProbeRequest(
             api=api_style,
@@ -200,6 +203,8 @@ def token_counter(result: RunResult, base_url: str, model_id: str, headers: dict
     """
     if result.token_source == "ollama":
         return "ollama"  # no tokenize route to look for: the stream counts itself
+    from probes.engine import tokenize
+
     found = tokenize.detect_sync(base_url, model_id, headers, total_s=DETECT_TOTAL_S)
     return found or ""
 
@@ -274,6 +279,8 @@ def check(
     extra_headers: dict[str, str] | None = None,
 ) -> ConnectionReport:
     """Test the server; never raises for anything the server does."""
+    from probes.engine import servermetrics, tokenize
+
     extra = dict(extra_headers or {})
     styles = ["openai-chat", "anthropic-messages"] if api_style == DETECT else [api_style]
     result = None

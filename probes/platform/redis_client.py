@@ -3,8 +3,12 @@ slots, the run spool, /status), below both apps so probes and dashboard share it
 
 from __future__ import annotations
 
-import redis
+from typing import TYPE_CHECKING
+
 from django.conf import settings
+
+if TYPE_CHECKING:
+    import redis
 
 
 def redis_client(
@@ -16,6 +20,8 @@ def redis_client(
     ``decode=False`` returns bytes (the run spool: an item that is not UTF-8 must still
     be readable, to be set aside).
     """
+    import redis  # with the first client, not with Django: most commands never need one
+
     url = url or settings.REDIS_URL
     if url.startswith("redis+socket://"):
         url = "unix://" + url.removeprefix("redis+socket://")

@@ -21,7 +21,8 @@ from fnmatch import fnmatchcase
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.conf import settings
 
-from probes.engine import door, http_errors
+from probes.engine import http_errors
+from probes.engine.origins import origin
 
 UNDECRYPTABLE = (
     "stored API key cannot be decrypted (rotated FIELD_ENCRYPTION_KEY?): add the old key "
@@ -118,7 +119,7 @@ def bound_origins(name: str) -> tuple[str, ...]:
     PROVIDER_KEY_ENV_HOSTS: a provider saved at one of them binds the key there, whatever
     it was bound to before. (Host bindings, the vendors' among them: catalog/key_hosts.py.)"""
     entries = settings.PROVIDER_KEY_ENV_HOSTS.get(name, ())
-    return tuple(door.origin(entry) for entry in entries if "://" in entry)
+    return tuple(origin(entry) for entry in entries if "://" in entry)
 
 
 def redact(text: str, secrets: list[str]) -> str:

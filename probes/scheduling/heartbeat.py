@@ -11,11 +11,14 @@ import logging
 import threading
 import time
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
-import redis
 from celery import bootsteps
 
 from probes.platform.redis_client import redis_client
+
+if TYPE_CHECKING:
+    import redis
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +45,8 @@ def record_heartbeat(
 
     Never raises: losing one heartbeat must not break the task or worker that records it.
     """
+    import redis  # loaded by redis_client already; here for its error class
+
     try:
         (client or redis_client()).set(_key(kind, name), f"{time.time():.3f}", ex=ttl_s)
     except redis.RedisError as exc:
@@ -90,6 +95,8 @@ def is_stopping(name: str, client: redis.Redis | None = None) -> bool:
     (a prefork child learns it from Redis). False when Redis cannot say."""
     if _stopping_here.is_set():
         return True
+    import redis  # loaded by redis_client already; here for its error class
+
     try:
         return bool((client or redis_client()).exists(_key("stopping", name)))
     except redis.RedisError:

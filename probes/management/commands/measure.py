@@ -13,20 +13,9 @@ from django.db import DatabaseError
 
 from probes import kinds
 from probes.catalog import workload_suite
-from probes.engine import (
-    APIS,
-    Limits,
-    ProbeRequest,
-    RunResult,
-    measure_all_sync,
-    measure_sync,
-    tokenize,
-)
-from probes.engine.energy import SelectorError
+from probes.engine import APIS, Limits, ProbeRequest, RunResult
 from probes.engine.request import TOKEN_COUNTERS
-from probes.engine.telemetry import Telemetry
 from probes.models import Workload
-from probes.slots import judge
 
 _TABLE = (
     ("status", "status", 14),
@@ -112,6 +101,9 @@ class Command(BaseCommand):
         parser.add_argument("--total-timeout", type=float, default=Limits.total_s)
 
     def handle(self, *args: Any, **opts: Any) -> None:
+        # The client (httpx) loads here, not with the module: `help measure` needs none.
+        from probes.engine import measure_all_sync, measure_sync
+
         req = self._request(opts)
         if req.token_counter is None:
             req = self._find_token_counter(req)
@@ -151,6 +143,8 @@ class Command(BaseCommand):
         (used only when a stream carries no usage: o200k would be far off a Llama
         tokenizer's count)."""
         headers = {k: v for k, v in req.headers().items() if k not in ("accept", "content-type")}
+        from probes.engine import tokenize
+
         found = tokenize.detect_sync(req.base_url, req.model, headers, total_s=8.0)
         if found is None:
             return req
@@ -212,6 +206,9 @@ class Command(BaseCommand):
             stall_s=opts["stall_timeout"],
             total_s=opts["total_timeout"],
         )
+        from probes.engine.energy import SelectorError
+        from probes.engine.telemetry import Telemetry
+
         try:
             telemetry = None
             if opts["server_metrics"] or opts["power_metrics"]:
@@ -274,6 +271,8 @@ class Command(BaseCommand):
 def _measured_and_judged(plan: kinds.Plan) -> list[kinds.Measured]:
     """The workload's requests, judged, and a group's summary: a slot's measure and judge
     stages without its caps or its recording."""
+    from probes.slots import judge  # the slot's path (its Redis, the store): when run
+
     kind, workload = kinds.of(plan.workload), plan.workload
     members = [judge.judge_answer(workload, m) for m in kind.requests(plan)]
     if not kind.group:

@@ -5,6 +5,7 @@ carries the Content-Security-Policy."""
 
 from __future__ import annotations
 
+import datetime as dt
 import time
 import uuid
 from datetime import timedelta
@@ -107,7 +108,11 @@ def test_runs_api_and_run_page_stay_under_200_ms_with_flooded_runs(client, flood
 
 
 @pytest.fixture
-def limiter(settings):
+def limiter(settings, time_machine):
+    # The windows are fixed minutes: a test whose requests straddled a minute's turn
+    # would count them in two windows and never reach its limit. The clock stands still
+    # ten seconds into a minute (Redis keeps its own for the keys' expiry).
+    time_machine.move_to(dt.datetime(2026, 12, 3, 12, 0, 10, tzinfo=dt.UTC), tick=False)
     r = redis_client()
     for key in r.scan_iter("inferwatch:ratelimit:*"):
         r.delete(key)

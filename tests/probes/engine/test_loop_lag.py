@@ -106,6 +106,10 @@ def test_a_hold_before_the_last_event_is_seen_however_long_the_stream_goes_on() 
 
 
 def test_work_after_the_last_stamp_is_not_a_hold_that_delayed_it() -> None:
-    lag = _held_then_stamped(pause_after_s=0, hold_after_stamp=True)
+    # Best of three: on a busy machine the process itself may be descheduled just before
+    # the stamp, a real hold the judge rightly counts. The 20 ms hold after the stamp
+    # would be counted in every try if the judge counted it.
+    tries = [_held_then_stamped(pause_after_s=0, hold_after_stamp=True) for _ in range(3)]
+    lag = min(tries, key=lambda lag: lag.last_ms)
     assert lag.last_ms < 5 and lag.first_ms < 5
     assert lag.max_ms >= 15  # the hold itself is still the worst lag seen
