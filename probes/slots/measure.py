@@ -21,18 +21,15 @@ import json
 import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
 
 from django.db import connection
 
 from probes import kinds
-from probes.engine import RunResult
+from probes.engine import RunResult, measure_all_sync, measure_sync
+from probes.engine.telemetry import Telemetry
 from probes.kinds import Measured
 from probes.platform.redis_client import redis_client
 from probes.slots.plan import SlotPlan
-
-if TYPE_CHECKING:
-    from probes.engine.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +41,6 @@ def telemetry_for(endpoint) -> Telemetry | None:
     """What to read around the endpoint's runs; None for an endpoint without telemetry."""
     if not (endpoint.server_metrics_url or endpoint.power_url):
         return None
-    from probes.engine.telemetry import Telemetry  # its scrapers load with a probe's
-
     return Telemetry(
         server_metrics_url=endpoint.server_metrics_url or None,
         power_url=endpoint.power_url or None,
@@ -125,8 +120,6 @@ def measure(plan: SlotPlan) -> Measurement:
         # A redelivered slot whose group was cut short: its steps cannot be resumed
         # (a loop needs the answers, a parallel batch its partners); judge closes it.
         return Measurement(plan, [], resumed=True)
-    from probes.engine import measure_all_sync, measure_sync  # the client: on a slot's first use
-
     telemetry = telemetry_for(plan.probe.endpoint)
     template = plan.template
     if telemetry is not None:
