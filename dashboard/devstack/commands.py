@@ -65,9 +65,8 @@ def run_tests(args: list[str]) -> int:
     env.update(services.env)
     try:
         # A child, not exec: the embedded servers (if any) are stopped after the run.
-        # Parallel by choice for now: a 2-process run on the busy shared VM failed 45
-        # engine/browser tests (simulator connections refused) not yet explained.
-        wanted = env.get("INFERWATCH_TEST_PROCESSES", "1")
+        # One test process per core by default (INFERWATCH_TEST_PROCESSES=1: one only).
+        wanted = env.get("INFERWATCH_TEST_PROCESSES") or "auto"
         workers = parallel_processes() if wanted == "auto" else int(wanted or 1)
         argv = pytest_args(args, workers)
         code = subprocess.call([sys.executable, "-m", "pytest", *argv], env=env)
