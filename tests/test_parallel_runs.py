@@ -15,7 +15,7 @@ def test_the_whole_suite_runs_one_process_per_core_and_a_named_file_runs_as_aske
 
 
 def test_the_process_count_follows_the_cores_and_the_memory_that_holds_them():
-    assert commands.parallel_processes(cores=2, memory=20 * 2**30) == 3  # a core and one
+    assert commands.parallel_processes(cores=2, memory=20 * 2**30) == 2
     assert commands.parallel_processes(cores=8, memory=3 * TEST_WORKER_MEMORY) == 3
     assert commands.parallel_processes(cores=2, memory=TEST_WORKER_MEMORY // 2) == 1  # never none
 

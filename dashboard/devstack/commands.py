@@ -42,13 +42,12 @@ def available_memory() -> int:
 
 
 def parallel_processes(cores: int | None = None, memory: int | None = None) -> int:
-    """One test process per core the run may use and one more, as many as the memory
-    holds: much of a test's time is spent waiting on a Celery worker, a browser, a
-    simulated provider or real time, and a third process fills it (on 2 cores the suite
-    took 12 min 49 s with two, 9 min 57 s with three)."""
+    """One test process per core the run may use, as many as the memory holds. Not more:
+    a third process on two cores was faster (9.5-10 min against 12 min 49 s) but left
+    the accuracy tests' simulated provider without a core for 40 ms at times."""
     cores = cores or len(os.sched_getaffinity(0))
     memory = available_memory() if memory is None else memory
-    return max(1, min(cores + 1, memory // TEST_WORKER_MEMORY))
+    return max(1, min(cores, memory // TEST_WORKER_MEMORY))
 
 
 def pytest_args(args: list[str], workers: int) -> list[str]:
