@@ -10,14 +10,10 @@ provider's to choose, so every connection is checked at the address it actually 
   demo runs on loopback), refused by listing them in EGRESS_DENY on stricter installs;
 * EGRESS_ALLOW wins over both, for the one internal server a strict install probes.
 
-The host is resolved once per connection, every address it resolves to is checked (one
-refused address refuses the host), and the connection is opened to the checked address:
-DNS cannot answer the check with one address and the connection with another. TLS still
-verifies and sends SNI for the hostname (httpcore starts TLS with the origin's host).
-
 Plain Python, no HTTP client: the Django side calls `configure()` from its settings
-(probes/apps.py) and a URL field asks `url_refusal`; each connection is judged by the
-network backend in pinned.py, part of the one door out (door.py).
+(probes/apps.py) and a URL field asks `url_refusal`; each connection is judged, at the
+address it really opens, by the network backend in pinned.py, part of the one door out
+(door.py).
 """
 
 from __future__ import annotations
