@@ -7,13 +7,16 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3.12 || \
 	(python3 -c 'import sys; sys.exit(not (3, 11) <= sys.version_info[:2] < (3, 13))' 2>/dev/null \
 	&& command -v python3) || true)
 
-.PHONY: run stop test bench bench-scale bench-capacity bench-pages bench-metrics bench-alerts bench-alerts-detection lint format
+.PHONY: run stop test bench bench-scale bench-capacity bench-pages bench-metrics bench-alerts bench-alerts-detection bench-startup lint format
 
 $(VENV)/.installed: pyproject.toml
 	@if [ -z "$(PYTHON)" ]; then echo "Inferwatch needs Python 3.11 or 3.12 (python3.11 not found on PATH); install it and retry." >&2; exit 1; fi
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[embedded,test]'
+	@# Our own bytecode too, as pip does for the packages: the first command starts as fast
+	@# as later ones, and so does one run where PYTHONDONTWRITEBYTECODE is set.
+	$(PY) -m compileall -q dashboard probes
 	@touch $@
 
 run: $(VENV)/.installed
@@ -48,6 +51,9 @@ bench-alerts: $(VENV)/.installed  # one alert evaluation over a realistic run ta
 
 bench-alerts-detection: $(VENV)/.installed  # recall, detection time, false alarms per noise shape (~12 min; --quick: python tests/benchmarks/bench_alerts_detection.py --quick)
 	$(PY) tests/benchmarks/bench_alerts_detection.py
+
+bench-startup: $(VENV)/.installed  # manage.py help measure against Django's own start (~1 min)
+	$(PY) tests/benchmarks/bench_startup.py
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
