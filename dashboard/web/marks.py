@@ -10,13 +10,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, time
+from urllib.parse import urlsplit
 
 from django.db.models import Q
 
 from dashboard.alerts.models import AlertEvent
 from dashboard.templatetags.web_format import usd
 from probes.models import Endpoint, Price, Probe, Provider, Workload
-from probes.models.providers import origin
 
 # A chart has room for so many marks; a script editing a probe in a loop must not make a
 # page slow or unreadable.
@@ -111,6 +111,7 @@ def change_marks(
     for record, before in _edits(Provider, start, now, id__in=providers):
         if record.base_url != before.base_url:
             # The host only: a path may carry an account or deployment name.
-            text = f"{record.name}'s URL moved to {origin(record.base_url)[1]}"
+            host = urlsplit(record.base_url).hostname or "?"
+            text = f"{record.name}'s URL moved to {host}"
             marks.append(Mark(record.history_date, "config", text))
     return marks

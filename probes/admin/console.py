@@ -22,6 +22,7 @@ from probes.admin import add_endpoint, capacity, operator_actions
 from probes.admin.fields import WriteOnlyJSONField
 from probes.admin.history import AuditHistoryAdmin
 from probes.catalog import key_hosts
+from probes.engine.origins import origin
 from probes.models import (
     CanonicalModel,
     Claim,
@@ -32,7 +33,7 @@ from probes.models import (
     Provider,
     Workload,
 )
-from probes.models.providers import origin, url_without_password
+from probes.models.providers import url_without_password
 from probes.models.validators import validate_headers
 from probes.onboarding import new_endpoint
 

@@ -18,7 +18,7 @@ from django.utils import timezone
 from simple_history.models import HistoricalRecords
 
 from probes.engine.dialects import API_CHOICES
-from probes.engine.origins import origin as _origin_of
+from probes.engine.origins import origin
 from probes.models import context_fit
 from probes.models.validators import (
     positive,
@@ -180,7 +180,7 @@ class Provider(models.Model):
         if not (self.api_key_env or self.api_key_encrypted):
             self.key_origin = ""
             return
-        here = _origin_of(self.base_url)
+        here = origin(self.base_url)
         if self.key_origin == here:
             return
         loaded = getattr(self, "_loaded_key", None), getattr(self, "_loaded_env", None)
@@ -195,7 +195,7 @@ class Provider(models.Model):
         """Why saving now would leave the key behind (bound to another origin), or ""."""
         if not (self.api_key_env or self.api_key_encrypted) or not self.key_origin:
             return ""
-        here = _origin_of(self.base_url)
+        here = origin(self.base_url)
         if here == self.key_origin:
             return ""
         if self.api_key_env and here in secrets.bound_origins(self.api_key_env):
@@ -236,7 +236,7 @@ class Provider(models.Model):
     def _bound(self, key: ProviderKey) -> ProviderKey:
         """The key, or why it cannot go to the URL the row now has (the door refuses it
         there anyway: this says so before anything is tried, on /status and the run)."""
-        here = _origin_of(self.base_url)
+        here = origin(self.base_url)
         # A row not saved yet is bound where its first save will bind it (bind_key).
         bound = self.key_origin or (here if self._state.adding else "")
         if bound == here:
@@ -260,16 +260,6 @@ class Provider(models.Model):
     @property
     def probeable(self) -> bool:
         return self.enabled and (self.has_key or not self.requires_key)
-
-
-def origin(url: str) -> tuple[str, str, int | None]:
-    """Scheme, host and port: where a request to `url` goes (a path change stays put)."""
-    parts = urlsplit(url)
-    try:
-        port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
-    except ValueError:
-        port = None
-    return parts.scheme.lower(), (parts.hostname or "").lower(), port
 
 
 def url_without_password(url: str) -> str:

@@ -34,6 +34,26 @@ def server_ttft(result: RunResult) -> float:
     return (sim["t_first_ns"] - sim["t_request_ns"]) / 1e6
 
 
+def measured_fairly(request: ProbeRequest, on_schedule=lambda result: True) -> RunResult:
+    """A run on which neither side went without a core, measured up to three times.
+
+    On this 2-core machine the test processes, the simulator and the suite's other
+    processes share two cores; a process that waits tens of ms for one moves a stamp
+    by as much. Either side says so: our client flags a run whose loop was held
+    (``client_bound``, probes/engine/loop_lag.py), and the simulator's own stamps show it
+    missed its schedule (`on_schedule`). Such a run is measured again; a run that says
+    neither must then be as accurate as the methodology promises, and three runs that
+    all say one of them fail the test."""
+    for _ in range(3):
+        result = measure_sync(request)
+        if result.status != "ok" or (not result.client_bound and on_schedule(result)):
+            break
+    assert result.status == "ok", result.error
+    assert not result.client_bound, (result.loop_lag_first_ms, result.loop_lag_max_ms)
+    assert on_schedule(result), result.usage["x_simulator"]
+    return result
+
+
 @pytest.mark.parametrize("api", ["openai-chat", "anthropic-messages"])
 @pytest.mark.parametrize(
     ("tps", "k", "tokens"),
@@ -42,19 +62,19 @@ def server_ttft(result: RunResult) -> float:
 def test_ttft_and_speed_match_the_schedule(
     sim_process: SimulatorProcess, api: str, tps: int, k: int, tokens: int
 ) -> None:
-    result = measure_sync(
-        ProbeRequest(
-            api=api,
-            base_url=sim_process.base_url,
-            model=f"sim@tps={tps},ttft=60,k={k}",
-            max_tokens=tokens,
-        )
+    def kept_its_schedule(result: RunResult) -> bool:
+        # Give or take a late wake-up on a busy VM.
+        return 60 <= server_ttft(result) <= 75 and truth(result)[1] == pytest.approx(tps, rel=0.02)
+
+    request = ProbeRequest(
+        api=api,
+        base_url=sim_process.base_url,
+        model=f"sim@tps={tps},ttft=60,k={k}",
+        max_tokens=tokens,
     )
-    assert result.status == "ok", result.error
+    # The simulator kept its schedule...
+    result = measured_fairly(request, kept_its_schedule)
     true_ttft, true_tps = truth(result)
-    # The simulator kept its schedule (give or take a late wake-up on a busy VM)...
-    assert 60 <= server_ttft(result) <= 75
-    assert true_tps == pytest.approx(tps, rel=0.02)
     # ...and we measured what it really sent.
     assert result.ttft_ms == pytest.approx(true_ttft, abs=10.0)
     assert result.ttfat_ms == result.ttft_ms
@@ -72,22 +92,22 @@ def test_ttft_and_speed_match_the_schedule(
 
 
 def test_jittered_speed_averages_out(sim_process: SimulatorProcess) -> None:
-    result = measure_sync(
+    result = measured_fairly(
         ProbeRequest(
             api="openai-chat",
             base_url=sim_process.base_url,
             model="sim@tps=400,ttft=40,jitter=40",
             max_tokens=400,
-        )
+        ),
+        lambda result: truth(result)[1] == pytest.approx(400, rel=0.05),
     )
     _, true_tps = truth(result)
-    assert true_tps == pytest.approx(400, rel=0.05)
     assert result.output_tps == pytest.approx(true_tps, rel=0.03)
     assert result.itl_ms_max > 1000 / 400  # the gaps really vary
 
 
 def test_reasoning_counts_for_ttft_but_not_for_ttfat(sim_process: SimulatorProcess) -> None:
-    result = measure_sync(
+    result = measured_fairly(
         ProbeRequest(
             api="openai-chat",
             base_url=sim_process.base_url,

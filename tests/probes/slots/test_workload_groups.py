@@ -91,7 +91,11 @@ def test_a_long_10k_slot_stores_the_prefill_rate_of_its_fresh_prompt(make_probe)
     runner.run_slot(probe, SLOT, "w1", "local")
     (run,) = runs_of(probe)
     assert run.status == "ok" and run.input_tokens == run.prompt_tokens_o200k > 9000
-    assert 9_500 <= run.prefill_tps <= 10_010
+    # The whole fresh prompt over the stored TTFT (a cached prompt would count ten times
+    # faster). The simulator prefills at 10,000 tok/s; a late wake-up of its process on a
+    # busy machine (60 ms seen) only lengthens the TTFT, so the rate may fall short of it.
+    assert run.prefill_tps == pytest.approx(run.input_tokens / (run.ttft_ms / 1000), rel=1e-3)
+    assert 9_000 <= run.prefill_tps <= 10_010
 
 
 def test_a_stored_seed_regenerates_the_prompt_exactly(make_probe):
