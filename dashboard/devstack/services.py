@@ -84,6 +84,18 @@ def check_redis_url(url: str, variable: str = "CELERY_BROKER_URL") -> None:
         ) from None
 
 
+def _admin_tools_on_path() -> None:
+    """As root, pgserver runs Postgres as its own system user and creates it with
+    `useradd` the first time. That lives in /usr/sbin, which a minimal shell's PATH
+    (`env -i`, cron, a container's default) leaves out: add the sbin directories."""
+    if os.geteuid() != 0:
+        return
+    path = os.environ.get("PATH", "").split(os.pathsep)
+    missing = [d for d in ("/usr/local/sbin", "/usr/sbin", "/sbin") if d not in path]
+    if missing:
+        os.environ["PATH"] = os.pathsep.join([p for p in path if p] + missing)
+
+
 class EmbeddedPostgres:
     """pgserver's Postgres, listening on a unix socket in its data directory only."""
 
@@ -103,6 +115,7 @@ class EmbeddedPostgres:
             ) from None
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._forget_dead_handles()
+        _admin_tools_on_path()
         # pgserver narrates every step at INFO; its failures still reach us as exceptions.
         logging.getLogger("pgserver").setLevel(logging.WARNING)
         try:
