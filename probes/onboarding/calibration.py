@@ -63,18 +63,13 @@ def _true_rate(result: Any) -> tuple[float | None, float | None]:
     return tps, (sim["t_first_ns"] - result.t0_ns) / 1e6
 
 
-def _clean(result: Any, asked_tps: float) -> bool:
+def _clean(result: Any, true_tps: float | None, asked_tps: float) -> bool:
     """Did neither our client nor the simulator go without a core during this run?"""
     sim = (result.usage or {}).get("x_simulator")
-    if result.status != "ok" or result.client_bound or sim is None:
+    if result.status != "ok" or result.client_bound or sim is None or true_tps is None:
         return False
     late_ms = (sim["t_first_ns"] - sim["t_request_ns"]) / 1e6 - PACED_TTFT_MS
-    true_tps, _ = _true_rate(result)
-    return (
-        0 <= late_ms <= TTFT_BOUND_MS
-        and true_tps is not None
-        and abs(true_tps / asked_tps - 1) * 100 <= SPEED_BOUND_PCT
-    )
+    return 0 <= late_ms <= TTFT_BOUND_MS and abs(true_tps / asked_tps - 1) * 100 <= SPEED_BOUND_PCT
 
 
 def calibrate(duration_s: float = 6.0, base_url: str | None = None) -> Calibration:
@@ -121,10 +116,10 @@ def calibrate(duration_s: float = 6.0, base_url: str | None = None) -> Calibrati
         while tries < VERIFY_TRIES and not clean:
             tries += 1
             paced = measure_sync(paced_request)
-            clean = _clean(paced, round(safe))
+            true_tps, true_ttft = _true_rate(paced)
+            clean = _clean(paced, true_tps, round(safe))
             if paced.status != "ok":
                 break  # a failed run is reported as it is, not measured again
-        true_tps, true_ttft = _true_rate(paced)
         tps_err = ttft_err = None
         if paced.status == "ok" and true_tps and paced.output_tps:
             tps_err = round((paced.output_tps / true_tps - 1) * 100, 3)
