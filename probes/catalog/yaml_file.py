@@ -32,6 +32,7 @@ from django.utils.text import slugify
 
 from probes.catalog import key_hosts
 from probes.catalog.loader import LoadReport
+from probes.kinds import schemas
 from probes.models import (
     CanonicalModel,
     Endpoint,
@@ -230,10 +231,25 @@ WORKLOAD_FIELDS = Fields(
 )
 
 
+def _refuse_remote_refs(item: Lined) -> None:
+    """A schema reference outside the workload, refused at the line that names it."""
+    remote = next(schemas.remote_refs(item.get("params")), None)
+    if remote is None:
+        return
+    path, ref = remote
+    line, node = item.line_of("params"), item.get("params")
+    for step in path:  # the deepest mapping on the path that knows its lines
+        if isinstance(node, Lined):
+            line = node.line_of(step)
+        node = node[step]
+    raise CatalogFileError(f"params: {schemas.refusal(path, ref)}", line)
+
+
 def _load_workloads(items: list[Lined], report: LoadReport) -> None:
     for item in items:
         check_keys(item, WORKLOAD_FIELDS)
         slug = require(item, "slug", "a workload")
+        _refuse_remote_refs(item)
         names = tuple(n for n in WORKLOAD_FIELDS.allowed if n != "slug")
         defaults = {"name": slug}
         upsert(Workload, {"slug": slug}, item, names, report, "workloads", defaults)

@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 from probes.engine.result import RunResult
+from probes.kinds import schemas
 
 # A run whose output is below this share of the workload's target "stopped far short":
 # flagged and kept out of speed rankings (the instruction asked for more).
@@ -33,21 +34,6 @@ def stopped_short(workload: Any, result: RunResult) -> bool:
     return result.output_tokens < SHORT_SHARE * target
 
 
-def _schema_error(instance: Any, schema: Any) -> str | None:
-    # Imported where used: the models read the kinds at every start, and only a run's
-    # checks need jsonschema (a tenth of a second to import).
-    import jsonschema  # noqa: PLC0415
-
-    try:
-        jsonschema.validate(instance, schema)
-    except jsonschema.ValidationError as exc:
-        where = "/".join(str(p) for p in exc.absolute_path) or "(root)"
-        return f"schema: {where}: {exc.message}"
-    except jsonschema.SchemaError as exc:
-        return f"the workload's schema is invalid: {exc.message}"
-    return None
-
-
 def _parse(text: str) -> tuple[Any, str | None]:
     try:
         return json.loads(text), None
@@ -63,7 +49,7 @@ def verdict(workload: Any, result: RunResult) -> tuple[bool | None, str]:
     if workload.answer_check == "json_schema":
         value, error = _parse((result.text or "").strip())
         if error is None:
-            error = _schema_error(value, params.get("schema") or {})
+            error = schemas.error(value, params.get("schema") or {})
         return error is None, (error or "")[:_DETAIL_MAX]
     calls = result.tool_calls or []
     if not calls:
@@ -75,5 +61,5 @@ def verdict(workload: Any, result: RunResult) -> tuple[bool | None, str]:
         return False, f"called an unknown tool {call.get('name')!r}"[:_DETAIL_MAX]
     value, error = _parse(call.get("arguments") or "")
     if error is None:
-        error = _schema_error(value, tool.get("parameters") or {})
+        error = schemas.error(value, tool.get("parameters") or {})
     return error is None, (error or "")[:_DETAIL_MAX]

@@ -9,6 +9,7 @@ from django.utils import timezone
 from simple_history.models import HistoricalRecords
 
 from probes import kinds
+from probes.kinds import schemas
 from probes.models import context_fit
 from probes.models.providers import CanonicalModel, Endpoint, Provider
 from probes.models.validators import validate_region
@@ -88,6 +89,9 @@ class Workload(models.Model):
             raise ValidationError({"params": 'A JSON check needs {"schema": {...}}.'})
         if self.answer_check == "tool_call" and not self.params.get("tools"):
             raise ValidationError({"params": 'A tool-call check needs {"tools": [...]}.'})
+        # A remote $ref would be fetched by the check, outside the door (kinds/schemas.py).
+        if remote := next(schemas.remote_refs(self.params), None):
+            raise ValidationError({"params": schemas.refusal(*remote)})
 
     @property
     def is_group(self) -> bool:
