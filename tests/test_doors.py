@@ -1,5 +1,7 @@
 """The one door out holds: no module of probes/ or dashboard/ outside the door imports an
-HTTP client or a socket library, so every outbound request gets its client from
+HTTP client, a socket or stream library, mail, a process or a library that fetches on its
+own, or calls one of their ways out (pyproject's import-linter contract "one door out"
+names the installed libraries too), so every outbound request gets its client from
 probes/engine/door.py (egress policy, pinned addresses, no redirects, bounds, bound keys).
 
 The check reads the source (AST), so a module is caught whether or not a test imports
@@ -14,45 +16,110 @@ from pathlib import Path
 
 from tests.conftest import ROOT
 
-# What opens connections: HTTP clients, raw sockets, SMTP.
+# What opens connections: HTTP clients, raw sockets and streams, mail, other protocols,
+# processes (a child can open what it likes), and libraries that fetch on their own
+# (jsonschema resolves a remote $ref with urllib unless given a registry).
 FORBIDDEN = (
     "httpx",
     "httpcore",
     "requests",
     "urllib3",
     "aiohttp",
+    "anyio",
     "urllib.request",
     "http.client",
     "socket",
+    "asyncio.streams",
     "smtplib",
+    "django.core.mail",
+    "ftplib",
+    "poplib",
+    "imaplib",
+    "nntplib",
+    "telnetlib",
+    "xmlrpc.client",
+    "multiprocessing.connection",
+    "webbrowser",
+    "subprocess",
+    "jsonschema",
+    "referencing",
 )
-# Calls that open a connection without importing a client (asyncio's streams).
-FORBIDDEN_CALLS = ("open_connection", "create_connection", "open_unix_connection")
+# Calls that open a connection (or a process) whatever was imported for them: asyncio's
+# and anyio's streams, a client or transport constructed by hand (``door.AsyncClient()`` is
+# httpx's own, without the policy), urllib's fetches, Django's mail, os's processes.
+FORBIDDEN_CALLS = (
+    "open_connection",
+    "open_unix_connection",
+    "create_connection",
+    "create_unix_connection",
+    "create_datagram_endpoint",
+    "start_server",
+    "start_unix_server",
+    "create_server",
+    "sock_connect",
+    "connect_tcp",
+    "connect_unix",
+    "create_subprocess_exec",
+    "create_subprocess_shell",
+    "AsyncClient",
+    "Client",
+    "AsyncHTTPTransport",
+    "HTTPTransport",
+    "AsyncConnectionPool",
+    "ConnectionPool",
+    "urlopen",
+    "urlretrieve",
+    "send_mail",
+    "send_mass_mail",
+    "mail_admins",
+    "mail_managers",
+    "get_connection",
+)
+FORBIDDEN_OS_CALLS = ("system", "popen", "posix_spawn", "posix_spawnp", "fork", "forkpty")
+FORBIDDEN_OS_PREFIXES = ("exec", "spawn")
 
-# The door itself and the documented exceptions, each with why. Paths are relative to the
-# repository; a directory entry covers everything below it.
-ALLOWED = {
+# The door itself and the documented exceptions, each with why and, for an exception, the
+# only ways out it may use (None: any). Paths are relative to the repository; a directory
+# entry covers everything below it.
+ALLOWED: dict[str, tuple[str, tuple[str, ...] | None]] = {
     # The door: the client factory and what it is built from.
-    "probes/engine/door.py": "the one client factory",
-    "probes/engine/egress.py": "the policy: reads IP literals as the resolver does (inet_aton)",
-    "probes/engine/pinned.py": "the policy's pinned network backend (resolves, connects)",
-    "probes/engine/bounded.py": "reads a door client's response within time and bytes",
-    "probes/engine/fastread.py": "reads a door client's response from its socket (speed)",
-    "probes/engine/kernel_stamps.py": "asks sockets the door opened for receive stamps",
+    "probes/engine/door.py": ("the one client factory", None),
+    "probes/engine/egress.py": (
+        "the policy: reads IP literals as the resolver does (inet_aton)",
+        ("socket",),
+    ),
+    "probes/engine/pinned.py": ("the policy's pinned network backend (resolves, connects)", None),
+    "probes/engine/bounded.py": ("reads a door client's response within time and bytes", None),
+    "probes/engine/fastread.py": ("reads a door client's response from its socket", None),
+    "probes/engine/kernel_stamps.py": (
+        "asks sockets the door opened for receive stamps",
+        ("socket",),
+    ),
     # Exceptions: they never send a request to an address staff or a provider chose.
-    "probes/simulator/": "the simulated provider: a loopback server we run, it only listens",
-    "dashboard/devstack/": "make run's supervisor: waits for its own Postgres/Redis ports",
+    "probes/simulator/": ("the simulated provider: a loopback server we run, it listens", None),
+    "dashboard/devstack/": ("make run's supervisor: starts and waits for its own servers", None),
     "dashboard/alerts/transports/email.py": (
         "SMTP to the operator's EMAIL_HOST (a setting, not staff input) via Django's mail "
-        "backend; imports smtplib for its exception classes only"
+        "backend; imports smtplib for its exception classes only",
+        ("smtplib", "django.core.mail", "send_mail"),
+    ),
+    "probes/engine/measurers.py": (
+        "starts our own measurer child (sys.executable, a fixed command), no network",
+        ("subprocess",),
+    ),
+    "probes/kinds/schemas.py": (
+        "validates with a referencing registry that retrieves nothing (remote refs refused)",
+        ("jsonschema", "referencing"),
     ),
 }
 
 
-def _allowed(relative: str) -> bool:
-    return any(
-        relative == path or (path.endswith("/") and relative.startswith(path)) for path in ALLOWED
-    )
+def _allowance(relative: str) -> tuple[str, ...] | None | bool:
+    """What `relative` may use: None (anything), a tuple, or False (nothing)."""
+    for path, (_why, ways) in ALLOWED.items():
+        if relative == path or (path.endswith("/") and relative.startswith(path)):
+            return ways
+    return False
 
 
 def _names(node: ast.AST) -> list[str]:
@@ -70,8 +137,29 @@ def _names(node: ast.AST) -> list[str]:
     return []
 
 
-def _forbidden(module: str) -> bool:
-    return any(module == bad or module.startswith(bad + ".") for bad in FORBIDDEN)
+def _forbidden(module: str) -> str | None:
+    return next((bad for bad in FORBIDDEN if module == bad or module.startswith(bad + ".")), None)
+
+
+def _call(node: ast.AST) -> str | None:
+    """The forbidden call `node` makes, or None."""
+    if not isinstance(node, ast.Call):
+        return None
+    func = node.func
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    if name in FORBIDDEN_CALLS:
+        return name
+    owner = func.value if isinstance(func, ast.Attribute) else None
+    if isinstance(owner, ast.Name) and owner.id == "os":
+        if name in FORBIDDEN_OS_CALLS or name.startswith(FORBIDDEN_OS_PREFIXES):
+            return f"os.{name}"
+    return None
+
+
+def _permitted(ways: tuple[str, ...] | None | bool, what: str) -> bool:
+    if ways is None:
+        return True
+    return bool(ways) and any(what == w or what.startswith(w + ".") for w in ways)
 
 
 def violations(root: Path) -> list[str]:
@@ -80,16 +168,17 @@ def violations(root: Path) -> list[str]:
     for top in ("probes", "dashboard"):
         for path in sorted((root / top).rglob("*.py")):
             relative = path.relative_to(root).as_posix()
-            if _allowed(relative):
+            ways = _allowance(relative)
+            if ways is None:
                 continue
             tree = ast.parse(path.read_text(), filename=relative)
             for node in ast.walk(tree):
                 for module in _names(node):
-                    if _forbidden(module):
+                    if _forbidden(module) and not _permitted(ways, _forbidden(module)):
                         found.append(f"{relative}:{node.lineno}: imports {module}")
-                func = node.func if isinstance(node, ast.Call) else None
-                if isinstance(func, ast.Attribute) and func.attr in FORBIDDEN_CALLS:
-                    found.append(f"{relative}:{node.lineno}: calls {func.attr}")
+                call = _call(node)
+                if call and not _permitted(ways, call):
+                    found.append(f"{relative}:{node.lineno}: calls {call}")
     return found
 
 
@@ -120,10 +209,41 @@ def test_the_contract_fails_when_a_module_outside_the_door_imports_httpx(tmp_pat
         '    return await asyncio.open_connection("169.254.169.254", 80)\n'
     )
 
-    assert sorted(violations(tmp_path)) == [
-        "dashboard/web/sneaky.py:3: imports urllib.request",
-        "dashboard/web/sneaky.py:3: imports urllib.request.urlopen",
-        "dashboard/web/sneaky.py:4: imports socket",
-        "probes/engine/sneaky.py:5: calls open_connection",
-        "probes/sneaky.py:3: imports httpx",
-    ]
+    # The ways out the first version of this check missed (issue 33).
+    (tmp_path / "probes" / "kinds" / "sneaky.py").write_text(
+        "import anyio\nimport jsonschema\nfrom probes.engine import door\n\n\n"
+        "async def go(schema):\n"
+        "    jsonschema.validate({}, schema)\n"
+        "    await anyio.connect_tcp('10.0.0.1', 80)\n"
+        "    return door.AsyncClient()\n"
+    )
+    (tmp_path / "dashboard" / "alerts" / "sneaky.py").write_text(
+        "import os\nimport subprocess\n\nfrom django.core import mail\n\n\n"
+        "def go():\n"
+        "    subprocess.run(['curl', 'http://10.0.0.1'])\n"
+        "    os.system('curl http://10.0.0.1')\n"
+        "    mail.send_mail('s', 'b', 'a@b', ['c@d'])\n"
+    )
+    # An exception may use only what it is listed for.
+    measurers_lines = len((tmp_path / "probes/engine/measurers.py").read_text().splitlines())
+    with (tmp_path / "probes" / "engine" / "measurers.py").open("a") as tail:
+        tail.write("\nimport socket  # noqa\n")
+
+    assert sorted(violations(tmp_path)) == sorted(
+        [
+            "dashboard/alerts/sneaky.py:10: calls send_mail",
+            "dashboard/alerts/sneaky.py:2: imports subprocess",
+            "dashboard/alerts/sneaky.py:4: imports django.core.mail",
+            "dashboard/alerts/sneaky.py:9: calls os.system",
+            "dashboard/web/sneaky.py:3: imports urllib.request",
+            "dashboard/web/sneaky.py:3: imports urllib.request.urlopen",
+            "dashboard/web/sneaky.py:4: imports socket",
+            f"probes/engine/measurers.py:{measurers_lines + 2}: imports socket",
+            "probes/engine/sneaky.py:5: calls open_connection",
+            "probes/kinds/sneaky.py:1: imports anyio",
+            "probes/kinds/sneaky.py:2: imports jsonschema",
+            "probes/kinds/sneaky.py:8: calls connect_tcp",
+            "probes/kinds/sneaky.py:9: calls AsyncClient",
+            "probes/sneaky.py:3: imports httpx",
+        ]
+    )
