@@ -43,6 +43,7 @@ from . import (
     measurers,
     reasons,
     sanitize,
+    scrub,
     start_gate,
     telemetry,
     tokenize,
@@ -456,19 +457,12 @@ class _Measurement:
         if error is not None and self.warmup_error is not None:
             # The same server already failed the warm-up: say so next to the failure.
             error = f"{error} (warm-up GET given up: {self.warmup_error})"
-        # Some providers and proxies echo the key (or a header token) in their errors:
-        # nothing we return, store or print contains it.
-        known = [self.req.api_key or "", *self.req.extra_headers.values()]
         if error is not None:
-            result.error = http_errors.redact(error, known)
-        elif result.error:
-            result.error = http_errors.redact(result.error, known)
-        # Every provider-supplied object we store and show (a proxy that echoes the key
-        # inside usage would otherwise put it on the public run page).
-        for name in ("error_detail", "usage", "server_timing", "rate_limit"):
-            value = getattr(result, name)
-            if value is not None:
-                setattr(result, name, http_errors.redact_object(value, known))
+            result.error = error
+        # Some providers and proxies echo the key (or a header token) anywhere: nothing we
+        # return, store or print contains it. sanitize_result scrubs every string and
+        # object (keys too) with the request's secrets (measure() put them in force)
+        # before it cuts any to its column's length.
         sanitize.sanitize_result(result)
         result.reason = reasons.classify(result.status, result.error)
 
@@ -524,9 +518,12 @@ async def measure(req: ProbeRequest, turn: start_gate.Turn | None = None) -> Run
         finally:
             start.sent()
 
-    if req.telemetry is None:
-        return await one_stream()
-    return await telemetry.observe(req, one_stream)
+    # Every cut made for this request (error messages, stored strings) scrubs the
+    # request's own key and header values first (scrub.py); the recorder adds the rest.
+    with scrub.using(scrub.Scrubber(req.secrets())):
+        if req.telemetry is None:
+            return await one_stream()
+        return await telemetry.observe(req, one_stream)
 
 
 async def measure_all(reqs: list[ProbeRequest]) -> list[RunResult]:

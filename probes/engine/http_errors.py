@@ -10,6 +10,8 @@ from typing import Any
 
 import orjson
 
+from . import scrub
+
 ERROR_BODY_LIMIT = 64 * 1024
 # A provider asking for a longer wait is asked again after this long (engine/sanitize.py
 # keeps the same bound for the stored value).
@@ -29,27 +31,20 @@ def status_for_http(code: int) -> str:
 
 
 def redact(text: str, secrets: list[str]) -> str:
-    """Replace every known secret in `text` (error messages, logs) with a marker."""
-    for secret in secrets:
-        if secret and len(secret) >= 4:
-            text = text.replace(secret, "[redacted]")
-    return text
+    """Replace every known secret in `text` (error messages, logs), in any of its forms or a
+    12-character piece of one (scrub.py), with a marker."""
+    return scrub.Scrubber(s for s in secrets if s and len(s) >= 4).text(text)
 
 
 def redact_object(obj: Any, secrets: list[str]) -> Any:
-    """The same for a provider's error object (any JSON value)."""
-    if isinstance(obj, str):
-        return redact(obj, secrets)
-    if isinstance(obj, dict):
-        return {k: redact_object(v, secrets) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [redact_object(v, secrets) for v in obj]
-    return obj
+    """The same for a provider's error object (any JSON value), keys as values."""
+    return scrub.Scrubber(s for s in secrets if s and len(s) >= 4).value(obj)
 
 
 def short(text: str, limit: int = 300) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    """One line of at most ``limit`` characters, scrubbed of this context's secrets first
+    (a key cut in two is no longer found whole)."""
+    return scrub.cut(" ".join(text.split()), limit)
 
 
 def error_from_body(body: bytes) -> tuple[str | None, Any]:

@@ -167,6 +167,11 @@ class ProbeRequest:
         headers.update(self.extra_headers)
         return headers
 
+    def secrets(self) -> list[str]:
+        """What this request carries that nothing we keep may contain: its key and its
+        extra header values (a tenant token)."""
+        return [s for s in (self.api_key, *self.extra_headers.values()) if s and len(s) >= 4]
+
     def key_bindings(self) -> tuple[door.KeyBinding, ...]:
         """The key and the one origin it may travel to, for the door's check."""
         from . import door  # the HTTP client loads where a request is sent, not here

@@ -8,7 +8,8 @@ unprintable (NaN is not JSON). So, once per run after its metrics (never per chu
 
 * usage that cannot be true is dropped whole, with the reason kept next to the reported
   object, and our own token count stands in for it;
-* strings are cleaned of control characters and cut to their column's length;
+* strings are cleaned of control characters, scrubbed of the secrets in force (scrub.py),
+  then cut to their column's length (a key cut first is no longer found whole);
 * numbers are finite and within their column's range, or null (unmeasured).
 
 The limits below are the storage contract: probes/models/runs.py sizes its columns from them.
@@ -18,11 +19,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import re
 from typing import Any
 
 import orjson
 
+from . import scrub
 from .contract import STATUSES
 from .http_errors import MAX_RETRY_AFTER_S
 from .result import RunResult
@@ -84,10 +85,9 @@ def finite(value: float | None, low: float = -math.inf, high: float = math.inf) 
 
 
 def clean_text(text: str, limit: int) -> str:
-    """No control characters (tab and newline kept), no lone surrogates, at most limit."""
-    text = text.translate(_CONTROLS)
-    if len(text) > limit:
-        text = text[: limit - 1] + "…"
+    """No control characters (tab and newline kept), no lone surrogates, no secret of this
+    context (scrub.cut: scrubbed before it is cut), at most limit."""
+    text = scrub.cut(text.translate(_CONTROLS), limit)
     return text.encode("utf-8", "replace").decode("utf-8")
 
 
@@ -153,29 +153,3 @@ def sanitize_result(result: RunResult) -> None:
     result.server_timing = bounded_json(result.server_timing)
     result.error_detail = bounded_json(result.error_detail)
     result.rate_limit = bounded_json(result.rate_limit)
-
-
-# -- secrets ----------------------------------------------------------------------------------
-
-REDACTED = "[redacted]"
-
-
-def secret_pattern(secrets: list[str] | tuple[str, ...]) -> re.Pattern[str] | None:
-    """One pattern for every secret, longest first (a key that contains another is
-    replaced whole); None when there is none to look for."""
-    kept = sorted({s for s in secrets if s}, key=len, reverse=True)
-    return re.compile("|".join(map(re.escape, kept))) if kept else None
-
-
-def scrub(value: Any, pattern: re.Pattern[str] | None) -> Any:
-    """``value`` with every secret replaced, in object keys as in values, at any depth
-    (a proxy echoing the key as a usage key or as finish_reason hides it there)."""
-    if pattern is None:
-        return value
-    if isinstance(value, str):
-        return pattern.sub(REDACTED, value) if pattern.search(value) else value
-    if isinstance(value, dict):
-        return {scrub(k, pattern): scrub(v, pattern) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [scrub(v, pattern) for v in value]
-    return value

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from probes.engine import scrub
 from probes.engine.result import RunResult
 from probes.kinds import schemas
 
@@ -19,6 +20,8 @@ SHORT_SHARE = 0.5
 # Checks whose verdict reads the whole answer: it must end where the model ends it (a
 # JSON object or a tool call padded past its end no longer parses).
 WHOLE_ANSWER_CHECKS = ("json_schema", "tool_call")
+# Details are scrubbed of the secrets in force, then cut (scrub.cut): the slot's run
+# puts every live secret in force (probes/slots/run.py).
 _DETAIL_MAX = 300
 
 
@@ -50,7 +53,7 @@ def verdict(workload: Any, result: RunResult) -> tuple[bool | None, str]:
         value, error = _parse((result.text or "").strip())
         if error is None:
             error = schemas.error(value, params.get("schema") or {})
-        return error is None, (error or "")[:_DETAIL_MAX]
+        return error is None, scrub.cut(error or "", _DETAIL_MAX)
     calls = result.tool_calls or []
     if not calls:
         return False, "the answer was not a tool call"
@@ -58,8 +61,8 @@ def verdict(workload: Any, result: RunResult) -> tuple[bool | None, str]:
     call = calls[0]
     tool = tools.get(call.get("name"))
     if tool is None:
-        return False, f"called an unknown tool {call.get('name')!r}"[:_DETAIL_MAX]
+        return False, scrub.cut(f"called an unknown tool {call.get('name')!r}", _DETAIL_MAX)
     value, error = _parse(call.get("arguments") or "")
     if error is None:
         error = schemas.error(value, tool.get("parameters") or {})
-    return error is None, (error or "")[:_DETAIL_MAX]
+    return error is None, scrub.cut(error or "", _DETAIL_MAX)

@@ -14,6 +14,7 @@ rollup maintenance (dashboard/rollups.py) finds every new row by its id, late on
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 import uuid
@@ -25,7 +26,7 @@ from typing import Any
 from django.conf import settings
 from django.db import connection
 
-from probes.engine import RunResult, contract, reasons, sanitize
+from probes.engine import RunResult, contract, reasons, sanitize, scrub
 from probes.kinds import Measured
 from probes.models import Price, WorkerCalibration
 from probes.recording import live_secrets
@@ -94,7 +95,7 @@ def run_identity(result: RunResult, ctx: RunContext) -> dict[str, Any]:
             prompt_seed=m.seed,
             prompt_tokens_o200k=m.prompt_tokens_o200k,
             output_valid=m.output_valid,
-            check_detail=m.check_detail[:300],
+            check_detail=scrub.cut(m.check_detail, 300),  # scrubbed, then cut
             stopped_short=m.stopped_short,
         )
     if ctx.price is not None:
@@ -154,8 +155,19 @@ def scrubbed(fields: dict[str, Any]) -> dict[str, Any]:
     """The one scrub (README, "One door in"): every live secret replaced in every string,
     object key and value of the row, whatever field it hides in, before anything is
     written (the database, the spool, a stand-in's error)."""
-    pattern = sanitize.secret_pattern(live_secrets.live_secrets())
-    return {name: sanitize.scrub(value, pattern) for name, value in fields.items()}
+    scrubber = live_scrubber()
+    return {name: scrubber.value(value) for name, value in fields.items()}
+
+
+def live_scrubber() -> scrub.Scrubber:
+    """A scrubber of every live secret (its forms and pieces, scrub.py)."""
+    return _scrubber_of(live_secrets.live_secrets())
+
+
+@functools.lru_cache(maxsize=4)
+def _scrubber_of(secrets: tuple[str, ...]) -> scrub.Scrubber:
+    # The list changes at most once a minute (live_secrets): built once per list.
+    return scrub.Scrubber(secrets)
 
 
 def save(fields: dict[str, Any], retry_for_s: float = DB_RETRY_FOR_S) -> str:
@@ -193,11 +205,13 @@ def save(fields: dict[str, Any], retry_for_s: float = DB_RETRY_FOR_S) -> str:
 
 
 def record(result: RunResult, ctx: RunContext, retry_for_s: float = DB_RETRY_FOR_S) -> str:
-    try:
-        fields = run_fields(result, ctx)
-    except ROW_ERRORS as exc:  # a value that cannot even become a column value
-        fields = refused_row(run_identity(result, ctx) | {"status": result.status}, exc)
-    return save(fields, retry_for_s)
+    # Every cut while the row (or its stand-in) is built scrubs every live secret first.
+    with scrub.using(live_scrubber()):
+        try:
+            fields = run_fields(result, ctx)
+        except ROW_ERRORS as exc:  # a value that cannot even become a column value
+            fields = refused_row(run_identity(result, ctx) | {"status": result.status}, exc)
+        return save(fields, retry_for_s)
 
 
 # Spelled here too: callers know the recorder, not where it keeps runs.
@@ -206,6 +220,7 @@ __all__ = [
     "SPOOL_REJECTED_KEY",
     "RunContext",
     "drain_spool",
+    "live_scrubber",
     "record",
     "refused_row",
     "run_fields",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from probes.engine import scrub
 from probes.models import Probe
 from probes.recording import recorder
 from probes.scheduling import caps
@@ -42,4 +43,9 @@ def run_slot(
     """
     planned = plan.plan(probe, slot_at, worker, region, retry_db_for_s, max_total_s)
     stages = (measure.measure, judge.judge, record.record)
-    return caps.hold(probe.endpoint.provider, worker, planned.footprint, planned, stages, wait=wait)
+    # Judging and recording cut provider text (a check's detail): every live secret is
+    # scrubbed from it first (probes/engine/scrub.py).
+    with scrub.using(recorder.live_scrubber()):
+        return caps.hold(
+            probe.endpoint.provider, worker, planned.footprint, planned, stages, wait=wait
+        )

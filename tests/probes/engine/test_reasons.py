@@ -1,11 +1,14 @@
 """Our verdict's vocabulary (probes/engine/reasons.py) and the recorder's scrub
-(probes/engine/sanitize.scrub): plain Python, no server needed."""
+(probes/engine/scrub.py): plain Python, no server needed."""
 
 from __future__ import annotations
 
+import base64
+from urllib.parse import quote
+
 import pytest
 
-from probes.engine import STATUSES, reasons, sanitize
+from probes.engine import STATUSES, reasons, scrub
 
 
 @pytest.mark.parametrize(
@@ -42,14 +45,37 @@ def test_every_failed_status_has_a_reason_and_every_reason_a_label():
 
 def test_the_scrub_reads_keys_and_values_at_any_depth():
     key, other = "sk-live-abcdef123456", "tenant-token-99"
-    pattern = sanitize.secret_pattern([key, other, ""])
+    scrubber = scrub.Scrubber([key, other, ""])
     value = {key: {"n": [f"Bearer {key}", {other: 1}]}, "finish_reason": key, "n": 3}
 
-    clean = sanitize.scrub(value, pattern)
+    clean = scrubber.value(value)
 
     assert clean == {
         "[redacted]": {"n": ["Bearer [redacted]", {"[redacted]": 1}]},
         "finish_reason": "[redacted]",
         "n": 3,
     }
-    assert sanitize.scrub(value, None) is value  # no secret known: nothing to do
+    assert scrub.Scrubber([]).value(value) is value  # no secret known: nothing to do
+
+
+def test_the_scrub_finds_a_key_in_any_form_and_any_12_character_piece():
+    key = "sk-proj-" + "0123456789abcdefABCDEF" * 3  # 74 characters
+    scrubber = scrub.Scrubber([key])
+
+    for echoed in (
+        key,
+        key.upper(),
+        key[:39] + "…",  # cut to a column first
+        "…" + key[-20:],
+        quote(f"a={key}/x", safe=""),
+        base64.b64encode(f"user:{key}".encode()).decode(),
+        base64.urlsafe_b64encode(f"ab{key}".encode()).decode(),
+    ):
+        clean = scrubber.text(f"before {echoed} after")
+        assert "[redacted]" in clean, echoed
+        folded = clean.lower()
+        assert not any(key[i : i + 12].lower() in folded for i in range(len(key) - 11)), clean
+    eleven = "11 characters of it: sk-proj-012"
+    assert scrubber.text(eleven) == eleven
+    with scrub.using(scrubber):
+        assert scrub.cut("x" * 50 + key, 60) == "x" * 50 + "[redacted]"
