@@ -4,8 +4,10 @@ to a server we do not control (the warm-up GET, tokenize calls, webhooks).
 Per-read timeouts are not enough: a server that sends its headers and then one byte a
 second never trips one, and an endless body grows the process until it dies. So the
 whole exchange (connect, send, headers, body) runs under a single deadline, and the body
-is read raw and counted; a compressed body is inflated with a cap on its output, so a
-decompression bomb stops at the same limit.
+is read raw and counted; a compressed body is inflated in steps of at most
+``INFLATE_STEP`` bytes, each counted against the byte (and the stream's line) budgets
+before the next is inflated, so a decompression bomb stops at the same limits, never
+holding more than a step of output.
 
 Plain Python (httpx + asyncio): usable from the engine, probes and dashboard alike.
 
@@ -20,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import zlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -60,22 +62,35 @@ class BoundedResponse:
         return orjson.loads(self.body)
 
 
+# What one inflation step may produce: a socket read's worth. 64 KiB of compressed input
+# can inflate to 64 MiB; it is produced (and parsed, and counted) a step at a time.
+INFLATE_STEP = 64 * 1024
+
+
 class _Inflater:
-    """gzip / zlib inflation that never produces more than it is asked for."""
+    """gzip / zlib inflation in steps of at most INFLATE_STEP bytes of output."""
 
     def __init__(self) -> None:
         self._z = zlib.decompressobj(wbits=zlib.MAX_WBITS | 32)  # gzip or zlib header
 
-    def __call__(self, data: bytes, room: int) -> bytes:
-        try:
-            return self._z.decompress(data, room)
-        except zlib.error as exc:
-            raise UnreadableBody(f"compressed body is corrupt: {exc}") from None
+    def __call__(self, data: bytes) -> Iterator[bytes]:
+        """``data`` inflated, a step at a time: the caller counts each step against its
+        budgets, and stops asking (closes the iterator) when one is spent."""
+        z = self._z
+        while True:
+            try:
+                out = z.decompress(data, INFLATE_STEP)
+            except zlib.error as exc:
+                raise UnreadableBody(f"compressed body is corrupt: {exc}") from None
+            if not out:
+                return
+            yield out
+            data = z.unconsumed_tail  # what the step's cap left; empty: flush what is held
 
 
-def decoder(encoding: str | None) -> Callable[[bytes, int], bytes] | None:
-    """``decode(data, room)`` for a content-encoding (None for identity): never more than
-    ``room`` bytes out per call. UnreadableBody for an encoding we cannot inflate safely."""
+def decoder(encoding: str | None) -> Callable[[bytes], Iterator[bytes]] | None:
+    """``steps(data)`` for a content-encoding (None for identity): the inflated bytes in
+    steps of at most INFLATE_STEP. UnreadableBody for an encoding we cannot inflate safely."""
     encoding = (encoding or "identity").strip().lower()
     if encoding in ("", "identity"):
         return None
@@ -95,14 +110,13 @@ async def read_body(
     parts: list[bytes] = []
     size = 0
     async for raw in response.aiter_raw():
-        # Ask for one byte more than the room left: getting it means "over the limit".
-        chunk = decode(raw, max_bytes - size + 1) if decode is not None else raw
-        parts.append(chunk)
-        size += len(chunk)
-        if size > max_bytes:
-            if truncate:
-                return b"".join(parts)[:max_bytes], True
-            raise BodyTooLarge(f"response body larger than {max_bytes} bytes")
+        for chunk in decode(raw) if decode is not None else (raw,):
+            parts.append(chunk)
+            size += len(chunk)
+            if size > max_bytes:  # counted a step at a time: nothing more is inflated
+                if truncate:
+                    return b"".join(parts)[:max_bytes], True
+                raise BodyTooLarge(f"response body larger than {max_bytes} bytes")
     return b"".join(parts), False
 
 

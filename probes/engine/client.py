@@ -370,19 +370,24 @@ class _Measurement:
             return
         self.read_path = "aiter_raw"
         n_bytes = 0
-        # A compressed stream (we asked for none) is inflated here, never more than the
-        # byte limit allows: httpx's own decoder inflates each read whole (a bomb).
+        # A compressed stream (we asked for none) is inflated here a step (64 KiB) at a
+        # time, each step parsed and counted against the line and byte budgets before the
+        # next is inflated: httpx's own decoder inflates each read whole (a bomb).
         decode = bounded.decoder(response.headers.get("content-encoding"))
         async for raw in response.aiter_raw():
             t = perf_counter_ns()  # stamp first: the earliest moment we saw these bytes
-            chunk = raw if decode is None else decode(raw, max_bytes - n_bytes + 1)
-            feed(chunk, t)
+            for chunk in (raw,) if decode is None else decode(raw):
+                feed(chunk, t)
+                if rec.finished:
+                    break
+                # Checked after parsing: a read or a step is at most 64 KiB, and it counts.
+                n_bytes += len(chunk)
+                if n_bytes > max_bytes:
+                    raise ResponseTooLarge(f"response larger than {max_bytes} bytes")
+                if decode is not None:
+                    await asyncio.sleep(0)  # a bomb's steps take turns with other streams
             if rec.finished:
                 break
-            # Checked after parsing: one read is at most 64 KiB, and what it held counts.
-            n_bytes += len(chunk)
-            if n_bytes > max_bytes:
-                raise ResponseTooLarge(f"response larger than {max_bytes} bytes")
         self.t_end = rec.marker_t if rec.done_seen else perf_counter_ns()
 
     async def _read_limited(self, response: door.Response, limit: int) -> bytes:

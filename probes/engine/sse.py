@@ -53,7 +53,8 @@ class SSEParser:
         "_max_event_bytes",
         "_max_events",
         "_max_lines",
-        "_buf",
+        "_parts",
+        "_parts_len",
         "_data",
         "_data_len",
         "_event",
@@ -85,7 +86,11 @@ class SSEParser:
         # lines was ~4 s of the worker's shared loop. Checked before a chunk's lines are
         # walked, so a flood is refused before it costs anything but the split.
         self._max_lines = max_lines
-        self._buf = b""  # an unterminated line carried over to the next chunk
+        # An unterminated line carried over to the next chunk, kept as the reads that
+        # brought it: joined once, when its line end arrives (appending each read to one
+        # buffer copied a long line again on every read: 2.4 s of CPU per 32 MiB).
+        self._parts: list[bytes] = []
+        self._parts_len = 0
         self._data: list[bytes] = []  # data lines of the event being built
         self._data_len = 0
         self._event: bytes | None = None  # the `event:` field of the event being built
@@ -113,12 +118,17 @@ class SSEParser:
             # half of a CRLF whose LF arrives in the next read: remember it.
             self._pending_cr = chunk[-1:] == b"\r"
             chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-        if self._buf:
-            chunk = self._buf + chunk
+        if b"\n" not in chunk:  # the line goes on: keep the read, copy nothing
+            self._parts.append(chunk)
+            self._parts_len += len(chunk)
+            self._check_unterminated()
+            return
         lines = chunk.split(b"\n")
-        self._buf = rest = lines.pop()
-        if len(rest) > self._max_event_bytes:
-            raise EventTooLarge(f"unterminated SSE line longer than {self._max_event_bytes} bytes")
+        if self._parts:
+            lines[0] = b"".join([*self._parts, lines[0]])
+        rest = lines.pop()
+        self._parts, self._parts_len = ([rest], len(rest)) if rest else ([], 0)
+        self._check_unterminated()
         self.lines += len(lines)
         if self.lines > self._max_lines:
             raise TooManyLines(
@@ -157,6 +167,10 @@ class SSEParser:
                 "(limit max_events)"
             )
 
+    def _check_unterminated(self) -> None:
+        if self._parts_len > self._max_event_bytes:
+            raise EventTooLarge(f"unterminated SSE line longer than {self._max_event_bytes} bytes")
+
     def _field(self, line: bytes, data: list[bytes]) -> None:
         name, colon, value = line.partition(b":")
         if colon and value[:1] == b" ":
@@ -174,8 +188,8 @@ class SSEParser:
 
     def close(self) -> None:
         """End of stream. An event not terminated by a blank line is discarded."""
-        if self._buf or self._data:
+        if self._parts or self._data:
             self.incomplete_event_discarded = True
-        self._buf = b""
+        self._parts, self._parts_len = [], 0
         self._data.clear()
         self._event = None

@@ -12,8 +12,9 @@ from collections.abc import Iterator
 import orjson
 import pytest
 
-from probes.engine import Limits, ProbeRequest, measure_sync, tokens
+from probes.engine import Limits, ProbeRequest, bounded, measure_sync, tokens
 from probes.engine.metrics import compact_timeline
+from probes.engine.sse import SSEParser
 
 from . import hostile
 
@@ -158,3 +159,57 @@ def test_an_encoding_we_cannot_inflate_safely_is_a_protocol_error(
         ProbeRequest(api="openai-chat", base_url=server.base_url, model="m", warm=False)
     )
     assert result.status == "protocol_error" and "content-encoding 'br'" in result.error
+
+
+def _parser_reads(monkeypatch) -> list[int]:
+    """The size of every chunk handed to the SSE parser (a spy on the real parser)."""
+    sizes: list[int] = []
+    real_feed = SSEParser.feed
+
+    def feed(self, chunk: bytes, t_ns: int) -> None:
+        sizes.append(len(chunk))
+        real_feed(self, chunk, t_ns)
+
+    monkeypatch.setattr(SSEParser, "feed", feed)
+    return sizes
+
+
+def test_a_compressed_flood_of_lines_is_inflated_a_step_at_a_time_within_the_line_budget(
+    server: hostile.HostileServer, monkeypatch
+) -> None:
+    # 32 MiB of blank lines from ~32 KB of gzip: the line budget must stop it after a
+    # few steps, not after the whole read was inflated and split (+310 MB, 4.1 s held).
+    server.reset()
+    server.on_post = hostile.answer(_gzip_response(b"\n" * (32 << 20)))
+    sizes = _parser_reads(monkeypatch)
+    req = ProbeRequest(
+        api="openai-chat",
+        base_url=server.base_url,
+        model="m",
+        warm=False,
+        limits=Limits(**{**LIMITS.__dict__, "max_lines": 100_000}),
+    )
+    tracemalloc.start()
+    try:
+        result = measure_sync(req)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+
+    assert result.status == "protocol_error" and "max_lines" in result.error, result.error
+    assert max(sizes) <= bounded.INFLATE_STEP, max(sizes)
+    assert sum(sizes) <= 100_000 + bounded.INFLATE_STEP  # nothing inflated past the budget
+    assert peak < 16 << 20, peak
+
+
+def test_an_unterminated_line_is_kept_as_its_reads_and_joined_once() -> None:
+    events: list[bytes] = []
+    parser = SSEParser(lambda _type, data, _t: events.append(data))
+    reads = [b"data: " + b"a" * 1000, *(b"b" * 65536 for _ in range(8))]
+    for read in reads:
+        parser.feed(read, 0)
+    # Each read is held as it came, never appended to a growing copy of the line.
+    assert len(parser._parts) == len(reads)
+    assert all(held is read for held, read in zip(parser._parts, reads, strict=True))
+    parser.feed(b"\n\n", 0)
+    assert events == [b"a" * 1000 + b"b" * 8 * 65536] and parser._parts == []
