@@ -150,9 +150,9 @@ def _call(node: ast.AST) -> str | None:
     if name in FORBIDDEN_CALLS:
         return name
     owner = func.value if isinstance(func, ast.Attribute) else None
-    if isinstance(owner, ast.Name) and owner.id == "os":
-        if name in FORBIDDEN_OS_CALLS or name.startswith(FORBIDDEN_OS_PREFIXES):
-            return f"os.{name}"
+    is_os = isinstance(owner, ast.Name) and owner.id == "os"
+    if is_os and (name in FORBIDDEN_OS_CALLS or name.startswith(FORBIDDEN_OS_PREFIXES)):
+        return f"os.{name}"
     return None
 
 

@@ -27,9 +27,8 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import httpx
-import orjson
 
-from . import shared_loop
+from . import json_budget, shared_loop
 
 T = TypeVar("T")
 
@@ -58,8 +57,10 @@ class BoundedResponse:
     body: bytes
     truncated: bool = False  # only with truncate=True: the body was cut at max_bytes
 
-    def json(self) -> Any:
-        return orjson.loads(self.body)
+    def json(self, max_nodes: int = 20_000, max_containers: int | None = None) -> Any:
+        """The body's JSON within a budget of values (json_budget.py): JSONTooLarge, a
+        ValueError, for a bomb."""
+        return json_budget.loads(self.body, max_nodes, max_containers)
 
 
 # What one inflation step may produce: a socket read's worth. 64 KiB of compressed input

@@ -8,11 +8,10 @@ import math
 import re
 from typing import Any
 
-import orjson
-
-from . import scrub
+from . import json_budget, scrub
 
 ERROR_BODY_LIMIT = 64 * 1024
+ERROR_MAX_NODES = 5_000  # an error object is a few fields
 # A provider asking for a longer wait is asked again after this long (engine/sanitize.py
 # keeps the same bound for the stored value).
 MAX_RETRY_AFTER_S = 86_400.0
@@ -52,8 +51,8 @@ def error_from_body(body: bytes) -> tuple[str | None, Any]:
     if not body:
         return None, None
     try:
-        obj = orjson.loads(body)
-    except orjson.JSONDecodeError:
+        obj = json_budget.loads(body, ERROR_MAX_NODES)
+    except ValueError:  # not JSON, or a bomb of values: read as text
         text = re.sub(rb"<[^>]*>", b" ", body[:4096]).decode("utf-8", "replace")
         return (short(text) or None), None
     return message_of(obj), (obj.get("error", obj) if isinstance(obj, dict) else obj)

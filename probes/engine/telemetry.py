@@ -18,12 +18,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
-
-from . import bounded, door, energy, servermetrics, tokens
+from . import bounded, door, energy, json_budget, servermetrics, tokens
 from .result import RunResult
 
 MAX_BYTES = 4 * 1024 * 1024  # a vLLM /metrics with many models is some 100 kB
+POWER_MAX_NODES = 20_000  # a Prometheus query's series, each a handful of values
 
 
 @dataclass(frozen=True)
@@ -76,7 +75,7 @@ async def _power(client: door.AsyncClient, tel: Telemetry) -> energy.EnergyReadi
     sent = time.time()
     if tel.power_query:  # a Prometheus server: the expression's value(s), in J
         body = await _get(client, tel.power_url, tel, params={"query": tel.power_query})
-        answer = orjson.loads(body)
+        answer = json_budget.loads(body, POWER_MAX_NODES)  # a few series, never a bomb
         series = answer["data"]["result"]
         joules = sum(float(s["value"][1]) for s in series)
         at_s = (sent + time.time()) / 2

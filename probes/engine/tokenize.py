@@ -24,13 +24,15 @@ from typing import Any
 
 import orjson
 
-from . import bounded, door
+from . import bounded, door, json_budget
 
 # The per-endpoint setting: the method used when a stream carries no usage.
 METHODS = ("llama.cpp", "vllm", "llama-cpp-python", "ollama")
 ROUTE_METHODS = ("llama.cpp", "vllm", "llama-cpp-python")  # the ones asked over HTTP
 TIMEOUT_S = 5.0
 MAX_RESPONSE_BYTES = 4 * 1024 * 1024
+# Token ids in one answer: a 4 MiB answer holds no more than this many anyway.
+MAX_ANSWER_NODES = 1_000_000
 
 
 class TokenizeError(Exception):
@@ -76,7 +78,11 @@ async def _post_bounded(
     if response.status_code != 200:
         raise TokenizeError(f"{url}: HTTP {response.status_code}")
     try:
-        return response.json()
+        # A token list is one array of numbers: a bomb of nested arrays is refused
+        # before it is built (json_budget.py).
+        return response.json(max_nodes=MAX_ANSWER_NODES, max_containers=100)
+    except json_budget.JSONTooLarge as exc:
+        raise TokenizeError(f"{url}: {exc}") from None
     except orjson.JSONDecodeError as exc:
         raise TokenizeError(f"{url}: not JSON ({exc})") from None
 

@@ -41,6 +41,7 @@ from probes.engine import Limits, ProbeRequest, RunResult
 
 SIDE_REQUEST_S = 4.0  # total time for one side request, connect to last byte
 SIDE_REQUEST_MAX_BYTES = 2 * 1024 * 1024  # a model list of a few thousand entries
+SIDE_REQUEST_MAX_NODES = 200_000  # values in one side answer (ten per model listed)
 DETECT_TOTAL_S = 8.0  # the whole tokenize-route search (up to six bounded POSTs)
 TEST_LIMITS = Limits(connect_s=5, first_token_s=20, stall_s=10, total_s=30)
 TEST_PROMPT = [{"role": "user", "content": "Reply with the word ok."}]
@@ -131,7 +132,7 @@ def _bounded_json(
         )
         if response.status_code != 200:
             return None
-        return response.json()
+        return response.json(max_nodes=SIDE_REQUEST_MAX_NODES)  # a bomb: ValueError
     except (door.HTTPError, door.InvalidURL, door.BoundedError, ValueError):
         return None  # orjson.JSONDecodeError is a ValueError
 

@@ -22,6 +22,8 @@ from typing import Any, Protocol
 
 import orjson
 
+from ..json_budget import json_nodes
+
 _loads = orjson.loads
 _JSONError = orjson.JSONDecodeError
 
@@ -39,12 +41,6 @@ class BodyRequest(Protocol):
 # Events larger than this are scanned for their JSON width before they are parsed (a
 # normal chunk is a few hundred bytes; three C-speed byte counts of 4 MiB cost ~3 ms).
 JSON_SCAN_BYTES = 16 * 1024
-
-
-def json_nodes(data: bytes) -> int:
-    """An upper bound of the containers and items parsing ``data`` would make (what its
-    memory costs; brackets and commas inside strings count too, so it errs high)."""
-    return data.count(b"{") + data.count(b"[") + data.count(b",")
 
 
 class StreamRecorder:
