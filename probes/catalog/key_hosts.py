@@ -39,16 +39,26 @@ def bound_hosts(name: str) -> tuple[str, ...]:
 
 
 def env_host_refusal(name: str, base_url: str) -> str | None:
-    """Why the key in variable `name` may not be sent to `base_url`, or None. A host
-    entry admits any origin on that host (the key is then bound to the provider's origin
-    when it is saved); an origin entry admits exactly that origin."""
-    host = (urlsplit(base_url).hostname or "").lower()
+    """Why the key in variable `name` may not be sent to `base_url` by anyone but a
+    superuser, or None. An origin entry admits exactly that origin (http too: the
+    operator named it); a host entry admits the https origins on that host (the key is
+    then bound to the provider's origin when it is saved), never http: a key sent there
+    travels in cleartext. Every path that pairs a variable with a URL (the provider form
+    when adding, renaming or changing, Add an endpoint, the catalog file) asks this."""
+    if origin(base_url) in secrets.bound_origins(name):
+        return None
+    parts = urlsplit(base_url)
+    host = (parts.hostname or "").lower()
     hosts = bound_hosts(name)
     patterns = [pattern.lower() for pattern in hosts if "://" not in pattern]
     if host and any(fnmatchcase(host, pattern) for pattern in patterns):
-        return None
-    if origin(base_url) in secrets.bound_origins(name):
-        return None
+        if parts.scheme.lower() == "https":
+            return None
+        return (
+            f"{name} would go to {origin(base_url)} in cleartext: a bound host admits https "
+            "only, and only a superuser may bind a key to an http:// URL (or name that "
+            "origin in PROVIDER_KEY_ENV_HOSTS)"
+        )
     where = ", ".join(hosts) if hosts else "no host"
     return (
         f"{name} is bound to {where}, not {host or 'this URL'}: only a superuser may send "

@@ -28,7 +28,8 @@ def suite(db):
 
 
 def test_the_documented_example_loads_and_a_second_load_changes_nothing(suite, settings):
-    settings.PROVIDER_KEY_ENV_HOSTS = {"OUR_VLLM_API_KEY": ["10.0.0.5"]}  # as its comment says
+    # As its comment says: an http:// origin is bound in full.
+    settings.PROVIDER_KEY_ENV_HOSTS = {"OUR_VLLM_API_KEY": ["http://10.0.0.5:8000"]}
     first = load(EXAMPLE)
     assert "1 new providers" in first and "2 new probes" in first and "2 new alert rules" in first
     provider = Provider.objects.get(slug="our-vllm")
@@ -55,7 +56,9 @@ def test_the_documented_example_loads_and_a_second_load_changes_nothing(suite, s
 
 def test_the_file_sets_what_it_states_and_keeps_the_rest(suite, tmp_path, settings):
     # The key may follow the move: its variable is bound to the new origin too.
-    settings.PROVIDER_KEY_ENV_HOSTS = {"OUR_VLLM_API_KEY": ["10.0.0.5", "http://10.0.0.6:8000"]}
+    settings.PROVIDER_KEY_ENV_HOSTS = {
+        "OUR_VLLM_API_KEY": ["http://10.0.0.5:8000", "http://10.0.0.6:8000"]
+    }
     load(EXAMPLE)
     provider = Provider.objects.get(slug="our-vllm")
     provider.notes = "edited in the admin"

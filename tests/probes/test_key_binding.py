@@ -18,6 +18,7 @@ from probes.engine import ProbeRequest, measure_sync, tokenize
 from probes.models import ProbeRun, Provider
 from probes.slots import run as runner
 from tests.door_listener import CountingListener
+from tests.probes.test_add_endpoint import form as add_endpoint_form
 from tests.probes.test_admin import provider_form
 from tests.probes.test_key_custody import staff
 
@@ -141,7 +142,7 @@ def test_a_changer_cannot_move_a_bound_key_to_http(acme_env, listener, client):
     )
 
     assert refused.status_code == 200
-    assert "only a superuser may move it" in refused.content.decode()
+    assert "in cleartext" in refused.content.decode()  # a bound host admits https only
     provider.refresh_from_db()
     assert provider.base_url.startswith("https://")
 
@@ -201,8 +202,75 @@ def test_the_loader_refuses_a_key_paired_with_a_host_it_is_not_bound_to(tmp_path
 def test_the_loader_refuses_to_move_a_bound_key_to_http(tmp_path, acme_env, listener):
     https_provider(listener)
     port = listener.server_address[1]
-    with pytest.raises(CommandError, match=r"line 5: base_url: the key is bound to https://"):
+    with pytest.raises(CommandError, match=r"line 6: api_key_env: .* in cleartext"):
         load_yaml(tmp_path, row(f"http://127.0.0.1:{port}/v1"))
     assert Provider.objects.get(slug="acme").base_url.startswith("https://")
     # The same row with the key where it is bound loads (nothing to change).
     assert "up to date" in load_yaml(tmp_path, row(f"https://127.0.0.1:{port}/v1"))
+
+
+# -- no path binds an env key to http for a non-superuser (issue 33 item 3) --------------------
+
+
+def _post(client, url: str, **fields):
+    return client.post(url, provider_form(name="Acme", **fields))
+
+
+def test_an_adder_cannot_bind_a_bound_hosts_key_to_http(acme_env, listener, client):
+    adder = staff(client, "adder", "view_provider", "add_provider")
+    refused = _post(
+        adder,
+        reverse("admin:probes_provider_add"),
+        base_url=listener.url + "/v1",
+        api_key_env="ACME_API_KEY",
+    )
+    assert refused.status_code == 200 and "in cleartext" in refused.content.decode()
+    assert not Provider.objects.exists()
+
+
+def test_a_changer_cannot_bind_it_to_http_by_renaming_the_variable(acme_env, listener, client):
+    plain = Provider.objects.create(name="Acme", slug="acme", base_url=listener.url + "/v1")
+    changer = staff(client, "changer", "view_provider", "change_provider")
+    change = reverse("admin:probes_provider_change", args=[plain.pk])
+
+    refused = _post(changer, change, base_url=listener.url + "/v1", api_key_env="ACME_API_KEY")
+
+    assert refused.status_code == 200 and "in cleartext" in refused.content.decode()
+    plain.refresh_from_db()
+    assert plain.api_key_env == "" and plain.key_origin == ""
+
+
+def test_a_changer_cannot_bind_it_to_http_in_two_saves(acme_env, listener, client):
+    provider = https_provider(listener)
+    changer = staff(client, "changer", "view_provider", "change_provider")
+    change = reverse("admin:probes_provider_change", args=[provider.pk])
+    http_url = listener.url + "/v1"
+
+    first = _post(changer, change, base_url=http_url, api_key_env="")  # the key taken off
+    second = _post(changer, change, base_url=http_url, api_key_env="ACME_API_KEY")
+
+    assert first.status_code == 302
+    assert second.status_code == 200 and "in cleartext" in second.content.decode()
+    provider.refresh_from_db()
+    assert provider.api_key_env == "" and not provider.key_origin.startswith("http://")
+
+
+def test_add_an_endpoint_cannot_bind_it_to_http(acme_env, listener, client):
+    adder = staff(client, "adder", "view_provider", "add_provider")
+    created = adder.post(
+        reverse("admin:probes_provider_add_endpoint"),
+        add_endpoint_form(
+            listener.url + "/v1",
+            api_key_env="ACME_API_KEY",
+            api_style="openai-chat",
+            action="create",
+        ),
+    )
+    assert "in cleartext" in created.content.decode()
+    assert not Provider.objects.exists()
+
+
+def test_the_loader_cannot_bind_it_to_http(tmp_path, acme_env, listener):
+    with pytest.raises(CommandError, match=r"line 6: api_key_env: .* in cleartext"):
+        load_yaml(tmp_path, row(listener.url + "/v1"))
+    assert not Provider.objects.exists()
