@@ -144,7 +144,7 @@ def fake_metadata(monkeypatch) -> Iterator[CountingListener]:
     real_resolve = socket.getaddrinfo
 
     async def connect(self, host, port, *args, **kwargs):
-        if host == "169.254.169.254":
+        if str(host).strip("[]") in STAND_INS:
             host, port = "127.0.0.1", service.server_address[1]
         if host not in ("127.0.0.1", "::1"):
             raise AssertionError(f"the test tried to connect to {host}")
@@ -170,7 +170,24 @@ METADATA_URLS = [
     "http://2852039166",
     "http://cloud-metadata.test",
     "http://nat64-metadata.test",
+    # Issue 33: the gaps of round three.
+    "http://[64:ff9b:1::a9fe:a9fe]",  # local-use NAT64
+    "http://[2002:a9fe:a9fe::]",  # 6to4
+    "http://[::ffff:0:a9fe:a9fe]",  # SIIT's IPv4-translated form
+    "http://[fd20:ce::254]",  # GCP's IPv6 metadata
+    "http://192.0.0.192",  # Oracle's metadata
 ]
+# Addresses a connection to which lands on the fake metadata service: the service itself
+# and every spelling of it the policy must see through (without the policy, a NAT64 or
+# 6to4 gateway, a SIIT translator would take them there).
+STAND_INS = {
+    "169.254.169.254",
+    "64:ff9b:1::a9fe:a9fe",
+    "2002:a9fe:a9fe::",
+    "::ffff:0:a9fe:a9fe",
+    "fd20:ce::254",
+    "192.0.0.192",
+}
 
 
 def test_the_fake_metadata_service_is_reachable_only_when_explicitly_allowed(

@@ -4,8 +4,10 @@ A base URL or a webhook URL is typed by staff and a hostname's DNS answer is the
 provider's to choose, so every connection is checked at the address it actually opens:
 
 * always refused (unless EGRESS_ALLOW names them): link-local and cloud-metadata
-  addresses (169.254.0.0/16, fe80::/10, fd00:ec2::254, 100.100.100.200), the unspecified
-  and multicast ranges — a request there reads the host's cloud credentials;
+  addresses (169.254.0.0/16, fe80::/10, fd00:ec2::254, fd20:ce::254, 100.100.100.200,
+  192.0.0.192), the local-use NAT64 prefix, the unspecified and multicast ranges — a
+  request there reads the host's cloud credentials; an IPv6 form of an IPv4 address
+  (mapped, compatible, NAT64, SIIT-translated, 6to4) is judged as that IPv4 address;
 * allowed by default: loopback and private ranges (self-hosted servers live there, the
   demo runs on loopback), refused by listing them in EGRESS_DENY on stricter installs;
 * EGRESS_ALLOW wins over both, for the one internal server a strict install probes.
@@ -33,7 +35,12 @@ ALWAYS_REFUSED: tuple[tuple[str, str], ...] = (
     ("169.254.0.0/16", "link-local (cloud metadata at 169.254.169.254)"),
     ("fe80::/10", "link-local"),
     ("fd00:ec2::254/128", "cloud metadata (AWS IPv6)"),
+    ("fd20:ce::254/128", "cloud metadata (GCP IPv6)"),
     ("100.100.100.200/32", "cloud metadata (Alibaba)"),
+    ("192.0.0.192/32", "cloud metadata (Oracle)"),
+    # RFC 8215's local-use NAT64 prefix: the network decides where in it the IPv4
+    # address sits (/48 to /96), so which one a packet reaches cannot be told here.
+    ("64:ff9b:1::/48", "local-use NAT64 (its IPv4 address cannot be told)"),
     ("0.0.0.0/8", "unspecified"),
     ("::/128", "unspecified"),
     ("224.0.0.0/4", "multicast"),
@@ -63,17 +70,22 @@ class Policy:
 
 
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")  # RFC 6052's well-known prefix
+_TRANSLATED = ipaddress.ip_network("::ffff:0:0:0/96")  # SIIT's IPv4-translated ::ffff:0:a.b.c.d
 
 
 def _plain(ip: Address) -> Address:
     """The IPv4 address an IPv6 form reaches, judged as such: ::ffff:169.254.169.254
     (mapped) is 169.254.169.254 to the kernel, ::169.254.169.254 (compatible) to older
-    stacks, and 64:ff9b::a9fe:a9fe to a NAT64 gateway, which forwards it there."""
+    stacks, 64:ff9b::a9fe:a9fe to a NAT64 gateway and ::ffff:0:a9fe:a9fe to a SIIT
+    translator, which forward it there, and 2002:a9fe:a9fe:: to a 6to4 relay, which
+    tunnels it to that IPv4 address."""
     if isinstance(ip, ipaddress.IPv4Address):
         return ip
     if ip.ipv4_mapped is not None:
         return ip.ipv4_mapped
-    if ip in _NAT64:
+    if ip.sixtofour is not None:
+        return ip.sixtofour
+    if ip in _NAT64 or ip in _TRANSLATED:
         return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
     if 1 < int(ip) < 2**32:  # ::a.b.c.d, not :: or ::1 (IPv6's own)
         return ipaddress.IPv4Address(int(ip))
