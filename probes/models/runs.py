@@ -160,7 +160,12 @@ class ProbeRun(models.Model):
                 fields=["probe", "slot_at", "request_index"],
                 name="run_unique_slot",
                 condition=models.Q(slot_at__isnull=False),
-            )
+            ),
+            # Every run's own key, a slot or not (Run now, run_probe, measure): two spool
+            # drains that read the same item write it once (the insert ignores conflicts).
+            models.UniqueConstraint(
+                fields=["run_group", "request_index"], name="run_unique_group_index"
+            ),
         ]
         indexes = [
             models.Index(

@@ -7,6 +7,7 @@ OperationalError with no SQLSTATE. "Redis away" is real: REDIS_URL on a closed p
 
 from __future__ import annotations
 
+import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -214,3 +215,34 @@ def test_an_oversize_disk_item_is_set_aside_unread(probe, spool_dir, clean_redis
     assert run_spool.disk_items() == []
     count, (entry,) = run_spool.rejected()
     assert count == 1 and entry["bytes"] == 100 * 1024 * 1024
+
+
+def test_two_drains_that_read_the_same_item_write_its_run_once(probe, clean_redis):
+    # A run of no slot (Run now, run_probe): only its own key, (run_group, request_index),
+    # tells a second write of it from another run.
+    run_spool.spool(fields(probe, slot_at=None))
+    both_read = threading.Barrier(2, timeout=10)
+    real_write = run_spool._write
+
+    def write_after_both_read(item):
+        both_read.wait()  # both drains hold the head before either removes it
+        return real_write(item)
+
+    def drain() -> None:
+        try:
+            run_spool.drain_spool()
+        finally:
+            connection.close()  # this thread's own connection
+
+    run_spool._write = write_after_both_read
+    try:
+        drains = [threading.Thread(target=drain) for _ in range(2)]
+        for drain in drains:
+            drain.start()
+        for drain in drains:
+            drain.join(30)
+    finally:
+        run_spool._write = real_write
+
+    assert ProbeRun.objects.filter(probe=probe).count() == 1
+    assert clean_redis.llen(run_spool.SPOOL_KEY) == 0
