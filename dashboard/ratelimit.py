@@ -27,14 +27,18 @@ import redis
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
+from dashboard.middleware import bearer_token_ok
 from probes.platform.redis_client import redis_client
 
 log = logging.getLogger(__name__)
 
 _KEY = "inferwatch:ratelimit:{bucket}:{client}:{window}"
 # Static files cost nothing; /status and /metrics are polled by load balancers, uptime
-# monitors and Prometheus, which must never read a 429 as "down".
+# monitors and Prometheus, which must never read a 429 as "down" (each shares one answer
+# among anonymous callers: a flood costs one per period). /metrics/alerts.json takes any
+# window a caller names, so a caller without the scraper's token is counted.
 _NOT_COUNTED = ("/static/", "/status", "/healthz", "/readyz", "/metrics")
+_COUNTED_UNLESS_TOKEN = ("/metrics/alerts.json",)
 
 
 @dataclass(frozen=True)
@@ -45,7 +49,10 @@ class Budget:
 
 
 def budget_for(request: HttpRequest) -> Budget | None:
-    if request.path.startswith(_NOT_COUNTED):
+    if request.path in _COUNTED_UNLESS_TOKEN:
+        if bearer_token_ok(request):
+            return None
+    elif request.path.startswith(_NOT_COUNTED):
         return None
     if request.method == "POST" and request.path == "/admin/login/":
         return Budget("login", settings.LOGIN_ATTEMPTS_PER_HOUR, 3600)

@@ -66,16 +66,27 @@ def healthz(request: HttpRequest) -> HttpResponse:
     return JsonResponse({"status": OK})
 
 
+READY_CACHE_S = 2.0  # a load balancer learns of an outage at most this much later
+_readiness: SharedResult[list] = SharedResult()
+
+
+def _ready_checks() -> list:
+    client = redis_client(timeout_s=1.0)
+    try:
+        return [check_database(), check_redis(client)]
+    finally:
+        client.close()
+
+
 @never_cache
 def readyz(request: HttpRequest) -> HttpResponse:
     """Readiness: the database and Redis answer (what every page needs); 503 otherwise,
     so a load balancer sends visitors elsewhere. Names and states only: the messages
     (hosts, database names) are /status's details, for staff."""
-    client = redis_client(timeout_s=1.0)
-    try:
-        checks = [check_database(), check_redis(client)]
-    finally:
-        client.close()
+    # One check per READY_CACHE_S per process, however many poll (an open endpoint:
+    # a flood must not become a flood of database and Redis connections).
+    ttl = min(settings.PUBLIC_SURFACE_CACHE_S, READY_CACHE_S)
+    checks = _readiness.get(ttl, _ready_checks)
     ready = all(c.state != FAIL for c in checks)
     response = JsonResponse(
         {"status": OK if ready else FAIL, "checks": {c.name: c.state for c in checks}},

@@ -2,21 +2,29 @@
 annotation query, dashboard/grafana/), one object per episode with its start and end.
 
 Same access as /metrics (the scraper's bearer token opens it under REQUIRE_LOGIN).
-Only names and figures leave: no rule target, no notification channel.
+Only names and figures leave: no rule target, no notification channel. Anonymous callers
+share answers: the window is widened to whole minutes and each window's answer is kept
+PUBLIC_SURFACE_CACHE_S (Grafana's refreshes ask for a window a few ms on); a caller naming
+ever new windows is held by the rate limit (dashboard/ratelimit.py).
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from django.conf import settings
 from django.http import HttpRequest, JsonResponse
 from django.utils import timezone
 from django.views.decorators.http import require_safe
 
 from dashboard.alerts.models import AlertEvent
+from dashboard.middleware import bearer_token_ok
+from dashboard.shared_result import SharedResult
 
 DEFAULT_SPAN = timedelta(days=7)
 MAX_EVENTS = 1000
+_WINDOWS_KEPT = 64  # anonymous answers held at once, one per window (the oldest goes)
+_anonymous: dict[tuple[datetime, datetime], SharedResult[list[dict]]] = {}
 
 
 class BadRange(ValueError):
@@ -66,6 +74,23 @@ def alert_annotations(request: HttpRequest) -> JsonResponse:
         return JsonResponse({"error": str(error)}, status=400)
     if start > end:
         return JsonResponse({"error": "from is after to."}, status=400)
+    if bearer_token_ok(request) or request.user.is_authenticated:
+        return JsonResponse(_annotations(start, end), safe=False)
+    start, end = _floor_minute(start), _floor_minute(end) + timedelta(minutes=1)
+    shared = _anonymous.get((start, end))
+    if shared is None:
+        while len(_anonymous) >= _WINDOWS_KEPT:
+            _anonymous.pop(next(iter(_anonymous)), None)
+        shared = _anonymous.setdefault((start, end), SharedResult())
+    body = shared.get(settings.PUBLIC_SURFACE_CACHE_S, lambda: _annotations(start, end))
+    return JsonResponse(body, safe=False)
+
+
+def _floor_minute(when: datetime) -> datetime:
+    return when.replace(second=0, microsecond=0)
+
+
+def _annotations(start: datetime, end: datetime) -> list[dict]:
     # Episodes that overlap [start, end]: begun before its end, not resolved before its start.
     events = (
         AlertEvent.objects.filter(started_at__lte=end)
@@ -73,4 +98,4 @@ def alert_annotations(request: HttpRequest) -> JsonResponse:
         .select_related("endpoint__provider", "workload")
         .order_by("-started_at")[:MAX_EVENTS]
     )
-    return JsonResponse([as_annotation(e) for e in events], safe=False)
+    return [as_annotation(e) for e in events]
