@@ -22,7 +22,8 @@ from dashboard.queries import filters as query_filters
 from dashboard.queries import leaderboard as leaderboards
 from dashboard.web import params as strict
 from dashboard.web.caching import cacheable
-from probes.engine import contract
+from probes.engine import contract, reasons
+from probes.kinds import checks
 from probes.models import CLAIM_METRICS, CanonicalModel, Endpoint, ProbeRun, Provider, Workload
 
 MAX_LIMIT = 500
@@ -331,6 +332,10 @@ def run_as_dict(run: ProbeRun) -> dict:
     for name in (*contract.OUTCOME_FIELDS, *contract.RUN_FIELDS, *contract.WORKLOAD_FIELDS):
         value = getattr(run, name)
         data[name] = float(value) if value is not None and name.endswith("cost_usd") else value
+    # The public API speaks our words: the provider's finish reason and a check's detail
+    # (which quotes the answer) are staff's, on the run page.
+    data["finish_reason"] = reasons.finish_word(run.finish_reason)
+    data["check_detail"] = checks.public_detail(run.check_detail)
     return data
 
 

@@ -68,13 +68,16 @@ def lacking(endpoint: Endpoint, latest: ProbeRun | None) -> list[str]:
 
 
 def public_timing(server_timing: dict | None) -> dict | None:
-    """A run's raw server timing as visitors see it: the telemetry notes only in our
-    words (probes/engine/telemetry.py public_notes), whenever the run was stored."""
+    """A run's server timing as visitors see it: our telemetry note alone (the engine we
+    detected, what it lacks, the read failures in our words: probes/engine/telemetry.py
+    public_notes), whenever the run was stored. What the provider reported under its own
+    names is staff's; its figures are the run's server_* fields."""
     note = (server_timing or {}).get("metrics")
-    if not isinstance(note, dict) or not note.get("errors"):
-        return server_timing
-    shown = {**note, "errors": telemetry.public_notes(list(note["errors"]))}
-    return {**server_timing, "metrics": shown}
+    if not isinstance(note, dict):
+        return None
+    if not note.get("errors"):
+        return {"metrics": note}
+    return {"metrics": {**note, "errors": telemetry.public_notes(list(note["errors"]))}}
 
 
 def recent_chart(endpoint: Endpoint) -> dict | None:

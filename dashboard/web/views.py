@@ -31,6 +31,7 @@ from dashboard.web.caching import cacheable
 from dashboard.web.marks import history_marks
 from probes.engine import contract, reasons
 from probes.engine.request import limit_rows
+from probes.kinds import checks
 from probes.kinds.headline import headline_metrics
 from probes.models import CanonicalModel, Endpoint, Probe, ProbeRun, Provider, Workload
 from probes.scheduling import ledger
@@ -317,7 +318,8 @@ def run_page(request: HttpRequest, pk: int) -> HttpResponse:
         ("Output speed (tok/s)", run.output_tps, run.server_output_tps),
         ("Prefill speed (tok/s)", run.prefill_tps, run.server_prefill_tps),
     ]
-    fields = [(name, getattr(run, name), text) for name, text in RUN_FIELDS.items()]
+    staff = request.user.is_staff
+    fields = [(name, _shown(run, name, staff), text) for name, text in RUN_FIELDS.items()]
     members = []
     if run.role != "single":
         members = list(
@@ -341,11 +343,26 @@ def run_page(request: HttpRequest, pk: int) -> HttpResponse:
         "read_path_meaning": contract.OUTCOME_FIELDS["read_path"].definition,
         "has_server_timing": any(theirs is not None for _, _, theirs in timings),
         "server_timing": run.server_timing
-        if request.user.is_staff
+        if staff
         else server_side.public_timing(run.server_timing),
+        # A visitor reads our words for a failed check; the detail quotes the answer.
+        "check_detail": run.check_detail if staff else checks.public_detail(run.check_detail),
         "breakdown": server_side.breakdown(run),
     }
     return render(request, "dashboard/run.html", context)
+
+
+def _shown(run: ProbeRun, name: str, staff: bool):
+    """A field as this viewer sees it: the provider's finish reason and a check's detail
+    (which quotes the answer) are staff's; a visitor reads them in our words."""
+    value = getattr(run, name)
+    if staff:
+        return value
+    if name == "finish_reason":
+        return reasons.finish_word(value)
+    if name == "check_detail":
+        return checks.public_detail(value)
+    return value
 
 
 def _sum(*values: float | None) -> float | None:

@@ -198,7 +198,14 @@ _MEASURED = (
         "token_source naming the route.",
     ),
     RunField("cached_input_tokens", "tokens", None, "From usage."),
-    RunField("finish_reason", "", None, "As reported by the provider.", TEXT),
+    RunField(
+        "finish_reason",
+        "",
+        None,
+        "Why the answer ended, in our words: stop, length, tool_calls, content_filter or "
+        "other (the provider's own word is kept for staff).",
+        TEXT,
+    ),
     RunField(
         "cost_usd",
         "USD",
@@ -513,7 +520,9 @@ _WORKLOAD = (
         "check_detail",
         "",
         None,
-        "Why an answer failed its check, e.g. which schema rule it broke.",
+        "Why an answer failed its check, in our words: not JSON, breaks the schema, not a "
+        "tool call, an unknown tool, or the workload's schema at fault (the rule it broke, "
+        "quoting the answer, is kept for staff).",
         TEXT,
     ),
     RunField(

@@ -111,3 +111,32 @@ def label(reason: str) -> str:
         name = reason.split(":", 1)[1]
         return f"the response passed the engine's {name} limit: {LIMIT_MEANINGS.get(name, '')}"
     return REASON_LABELS.get(reason, "")
+
+
+# Why an answer ended, in our words: what a visitor and the public API see of a
+# provider's finish reason (its own word, any string it likes, is kept for staff).
+FINISH_WORDS: tuple[str, ...] = ("stop", "length", "tool_calls", "content_filter", "other")
+_FINISH_OF = {
+    "stop": "stop",
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "eos": "stop",
+    "eos_token": "stop",
+    "length": "length",
+    "max_tokens": "length",
+    "model_length": "length",
+    "model_context_window_exceeded": "length",
+    "tool_calls": "tool_calls",
+    "tool_use": "tool_calls",
+    "function_call": "tool_calls",
+    "content_filter": "content_filter",
+    "refusal": "content_filter",
+    "safety": "content_filter",
+}
+
+
+def finish_word(reported: str | None) -> str | None:
+    """The provider's finish reason as one of FINISH_WORDS (None when it gave none)."""
+    if not reported:
+        return None
+    return _FINISH_OF.get(reported.strip().lower(), "other")

@@ -66,3 +66,21 @@ def verdict(workload: Any, result: RunResult) -> tuple[bool | None, str]:
     if error is None:
         error = schemas.error(value, tool.get("parameters") or {})
     return error is None, scrub.cut(error or "", _DETAIL_MAX)
+
+
+# What a visitor sees of a failed check: our words for the kind of failure, never the
+# detail, which quotes the provider's answer (staff see it whole).
+_PUBLIC_DETAIL = (
+    ("not JSON", "not JSON"),
+    ("schema:", "breaks the schema"),
+    ("the workload's schema", "the workload's schema is at fault"),
+    ("the answer was not a tool call", "not a tool call"),
+    ("called an unknown tool", "called an unknown tool"),
+)
+
+
+def public_detail(detail: str) -> str:
+    """``detail`` in our words (a check's category), or "" when there is none."""
+    if not detail:
+        return ""
+    return next((words for start, words in _PUBLIC_DETAIL if detail.startswith(start)), "failed")

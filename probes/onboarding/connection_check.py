@@ -234,14 +234,24 @@ def _models_info(report: ConnectionReport, data: Any, model_id: str) -> None:
                 return
 
 
-# owned_by values that name server software, as people write them.
-_SOFTWARE = {"vllm": "vLLM", "llamacpp": "llama.cpp", "llama.cpp": "llama.cpp", "ollama": "Ollama"}
+# owned_by values that name server software, as people write them, and our name for each.
+_SOFTWARE = {
+    "vllm": "vLLM",
+    "llamacpp": "llama.cpp",
+    "llama.cpp": "llama.cpp",
+    "ollama": "Ollama",
+    "sglang": "SGLang",
+    "tgi": "TGI",
+    "text-generation-inference": "TGI",
+    "lmstudio": "LM Studio",
+    "inferwatch-simulator": "Inferwatch simulator",
+}
 
 
 def _software_name(owned_by: str) -> str:
-    """A server's own word for itself, made safe to show: it is untrusted input."""
-    text = "".join(ch for ch in owned_by if ch.isprintable()).strip()[:40]
-    return _SOFTWARE.get(text.lower(), text)
+    """Our name for the software a server says it is, or "": its own word is untrusted
+    text, and a provider named from it would show it to every visitor."""
+    return _SOFTWARE.get(owned_by.strip().lower(), "")
 
 
 def _props_info(report: ConnectionReport, props: Any) -> None:

@@ -79,7 +79,7 @@ def test_the_form_offers_the_matched_model_and_a_named_provider_and_the_user_dec
     assert filled["model_name"] == "Llama 3.1 8B"
     host = base.split("//", 1)[1].split("/")[0]
     # The simulator's /v1/models says who owns its models; llama.cpp's /props would too.
-    assert filled["provider_name"] == f"inferwatch-simulator @ {host}"
+    assert filled["provider_name"] == f"Inferwatch simulator @ {host}"
 
     # The user's choice is final: another model typed in is what the endpoint serves.
     chosen = {**filled.dict(), "model_name": "My own fine-tune", "action": "create"}
