@@ -84,17 +84,11 @@ FORBIDDEN_OS_PREFIXES = ("exec", "spawn")
 ALLOWED: dict[str, tuple[str, tuple[str, ...] | None]] = {
     # The door: the client factory and what it is built from.
     "probes/engine/door.py": ("the one client factory", None),
-    "probes/engine/egress.py": (
-        "the policy: reads IP literals as the resolver does (inet_aton)",
-        ("socket",),
-    ),
+    "probes/engine/egress.py": ("the policy: reads IP literals like the resolver", ("socket",)),
     "probes/engine/pinned.py": ("the policy's pinned network backend (resolves, connects)", None),
     "probes/engine/bounded.py": ("reads a door client's response within time and bytes", None),
     "probes/engine/fastread.py": ("reads a door client's response from its socket", None),
-    "probes/engine/kernel_stamps.py": (
-        "asks sockets the door opened for receive stamps",
-        ("socket",),
-    ),
+    "probes/engine/kernel_stamps.py": ("asks the door's sockets for receive stamps", ("socket",)),
     # Exceptions: they never send a request to an address staff or a provider chose.
     "probes/simulator/": ("the simulated provider: a loopback server we run, it listens", None),
     "dashboard/devstack/": ("make run's supervisor: starts and waits for its own servers", None),

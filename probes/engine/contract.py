@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 # How a run ended is part of the contract; its statuses are written once in statuses.py.
 from .statuses import (  # noqa: F401 (re-exported: the contract's names)
+    CHECK_DETAIL_TEXT,
+    FINISH_REASON_TEXT,
     RETRYABLE_STATUSES,
     STATUS_CHOICES,
     STATUS_INFO,
@@ -198,14 +200,7 @@ _MEASURED = (
         "token_source naming the route.",
     ),
     RunField("cached_input_tokens", "tokens", None, "From usage."),
-    RunField(
-        "finish_reason",
-        "",
-        None,
-        "Why the answer ended, in our words: stop, length, tool_calls, content_filter or "
-        "other (the provider's own word is kept for staff).",
-        TEXT,
-    ),
+    RunField("finish_reason", "", None, FINISH_REASON_TEXT, TEXT),
     RunField(
         "cost_usd",
         "USD",
@@ -516,15 +511,7 @@ _WORKLOAD = (
         "schema (tool-call). Empty when the workload checks nothing.",
         FLAG,
     ),
-    RunField(
-        "check_detail",
-        "",
-        None,
-        "Why an answer failed its check, in our words: not JSON, breaks the schema, not a "
-        "tool call, an unknown tool, or the workload's schema at fault (the rule it broke, "
-        "quoting the answer, is kept for staff).",
-        TEXT,
-    ),
+    RunField("check_detail", "", None, CHECK_DETAIL_TEXT, TEXT),
     RunField(
         "prompt_seed",
         "",

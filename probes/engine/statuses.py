@@ -74,3 +74,15 @@ STATUSES: tuple[str, ...] = tuple(STATUS_INFO)
 RETRYABLE_STATUSES = frozenset(s.name for s in _STATUSES if s.retryable)
 STATUS_CHOICES: list[tuple[str, str]] = [(s.name, s.label) for s in _STATUSES]
 STATUS_MEANINGS: dict[str, str] = {s.name: s.meaning for s in _STATUSES}
+
+# Two fields a provider words (its finish reason; a failed check quoting its answer): the
+# contract's definitions say what everyone but staff reads of them instead.
+FINISH_REASON_TEXT = (
+    "Why the answer ended, in our words: stop, length, tool_calls, content_filter or other "
+    "(the provider's own word is kept for staff)."
+)
+CHECK_DETAIL_TEXT = (
+    "Why an answer failed its check, in our words: not JSON, breaks the schema, not a tool "
+    "call, an unknown tool, or the workload's schema at fault (the rule it broke, quoting "
+    "the answer, is kept for staff)."
+)

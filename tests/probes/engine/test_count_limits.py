@@ -127,6 +127,17 @@ def _gzip_response(body: bytes) -> bytes:
     )
 
 
+def _measured_with_peak(req: ProbeRequest):
+    """The run, and the most memory the process held while it was measured."""
+    tracemalloc.start()
+    try:
+        result = measure_sync(req)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return result, peak
+
+
 def test_a_compressed_stream_is_read_and_its_bomb_inflated_only_to_the_byte_cap(
     server: hostile.HostileServer,
 ) -> None:
@@ -139,12 +150,7 @@ def test_a_compressed_stream_is_read_and_its_bomb_inflated_only_to_the_byte_cap(
     # A 64 MiB line inflating from ~65 KB: stopped at the byte and event caps, never
     # inflated whole.
     server.on_post = hostile.answer(_gzip_response(b"data: " + b"x" * (64 << 20)))
-    tracemalloc.start()
-    try:
-        bomb = measure_sync(req)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    bomb, peak = _measured_with_peak(req)
     assert bomb.status == "protocol_error"
     assert peak < 100 << 20, peak  # 64 MiB measured (141 MiB inflating each read whole)
 
@@ -189,12 +195,7 @@ def test_a_compressed_flood_of_lines_is_inflated_a_step_at_a_time_within_the_lin
         warm=False,
         limits=Limits(**{**LIMITS.__dict__, "max_lines": 100_000}),
     )
-    tracemalloc.start()
-    try:
-        result = measure_sync(req)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    result, peak = _measured_with_peak(req)
 
     assert result.status == "protocol_error" and "max_lines" in result.error, result.error
     assert max(sizes) <= bounded.INFLATE_STEP, max(sizes)

@@ -7,15 +7,13 @@ from __future__ import annotations
 
 import tracemalloc
 from collections.abc import Callable, Iterator
-from types import SimpleNamespace
 
 import pytest
 
-from probes.engine import RunResult, bounded, telemetry, tokens
-from probes.engine import tokenize as tokenize_mod
-from probes.engine.telemetry import Telemetry
+from probes.engine import tokens
 from probes.onboarding import connection_check
 from tests.door_listener import CountingListener
+from tests.test_door_out import _power_prometheus, _tokenizer
 
 N = 1_300_000  # "[]," is 3 bytes: 3.9 MB, under the tokenize and power byte caps (4 MiB)
 N_SIDE = 600_000  # 1.8 MB, under the side requests' cap (2 MiB)
@@ -39,30 +37,17 @@ def _peak(call: Callable[[], object]) -> tuple[object, int]:
     return out, peak
 
 
-def _tokenize(url: str) -> str:
-    try:
-        return str(tokenize_mod.count_texts_sync("vllm", url + "/v1", "m", ["some text"]))
-    except tokenize_mod.TokenizeError as exc:
-        return str(exc)
-
-
-def _power(url: str) -> str:
-    tel = Telemetry(power_url=url + "/api/v1/query", power_query="sum(energy_j)")
-
-    async def run() -> RunResult:
-        return RunResult(api="openai-chat", model="m")
-
-    result = bounded.run_sync(lambda: telemetry.observe(SimpleNamespace(telemetry=tel), run))
-    return str(result.server_timing)
-
-
 def _side(url: str) -> str:
     return str(connection_check._bounded_json("GET", url + "/v1/models", {}))
 
 
 BOMBS = {
-    "tokenize": (_tokenize, b'{"tokens": [' + b"[]," * N + b"[]]}", "more than"),
-    "power": (_power, b'{"data": {"result": [' + b"{}," * N + b"{}]}}", "expected format"),
+    "tokenize": (_tokenizer, b'{"tokens": [' + b"[]," * N + b"[]]}", "more than"),
+    "power": (
+        _power_prometheus,
+        b'{"data": {"result": [' + b"{}," * N + b"{}]}}",
+        "expected format",
+    ),
     "side-request": (_side, b'{"data": [' + b"{}," * N_SIDE + b"{}]}", "None"),
 }
 

@@ -101,11 +101,9 @@ def test_a_key_upper_cased_in_an_error_cut_at_300_is_stored_nowhere(probe, serve
     _with_key(probe, key)
     message = "Incorrect API key provided: " + "x" * 200 + key.upper()
     body = orjson.dumps({"error": {"message": message, "type": "invalid_request_error"}})
-    server.on_post = hostile.answer(
-        b"HTTP/1.1 401 Unauthorized\r\ncontent-type: application/json\r\n"
-        + f"content-length: {len(body)}\r\nconnection: close\r\n\r\n".encode()
-        + body
-    )
+    head = "HTTP/1.1 401 Unauthorized\r\ncontent-type: application/json\r\nconnection: close"
+    length = f"\r\ncontent-length: {len(body)}\r\n\r\n"
+    server.on_post = hostile.answer(head.encode() + length.encode() + body)
 
     outcome = runner.run_slot(probe, None, "door@host", "local")
 
