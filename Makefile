@@ -46,7 +46,10 @@ run: $(VENV)/.installed
 stop: $(VENV)/.installed
 	$(PY) -m dashboard.devstack stop
 
+# The browser tests need Debian's Chromium, the /metrics tests its Prometheus and promtool:
+# installed here when missing (as root), else the exact command is printed and make stops.
 test: $(VENV)/.installed
+	@.ci/debian-packages chromium=chromium prometheus=prometheus promtool=prometheus
 	$(PY) -m dashboard.devstack test
 
 # Benchmarks print ratios against baselines measured in the same run; none is a test.
