@@ -179,9 +179,7 @@ def test_a_populated_database_of_the_previous_release_upgrades_without_loss():
                 for field, value in old.items():
                     field = RENAMED.get((app, name, field), field)
                     if field not in new or new[field] != value:
-                        lost.append(
-                            f"{label} #{pk}.{field}: {value!r} -> {new.get(field)!r}"
-                        )
+                        lost.append(f"{label} #{pk}.{field}: {value!r} -> {new.get(field)!r}")
         assert lost == []
     finally:
         migrate(latest())
