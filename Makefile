@@ -7,7 +7,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3.12 || \
 	(python3 -c 'import sys; sys.exit(not (3, 11) <= sys.version_info[:2] < (3, 13))' 2>/dev/null \
 	&& command -v python3) || true)
 
-.PHONY: lock run stop test bench bench-scale bench-capacity bench-pages bench-metrics bench-alerts bench-alerts-detection bench-startup lint format
+.PHONY: lock run stop test test-tools bench bench-scale bench-capacity bench-pages bench-metrics bench-alerts bench-alerts-detection bench-startup lint format
 
 # The packages come from the hashed lock (.requirements.lock, `make lock` writes it),
 # installed by uv: it fetches and unpacks in parallel (a fresh venv in ~10 s where pip took
@@ -47,10 +47,13 @@ stop: $(VENV)/.installed
 	$(PY) -m dashboard.devstack stop
 
 # The browser tests need Debian's Chromium, the /metrics tests its Prometheus and promtool:
-# installed here when missing (as root), else the exact command is printed and make stops.
-test: $(VENV)/.installed
-	@.ci/debian-packages chromium=chromium prometheus=prometheus promtool=prometheus
+# installed here when missing (as root), else the exact command is printed and make stops,
+# before anything else is done.
+test: test-tools $(VENV)/.installed
 	$(PY) -m dashboard.devstack test
+
+test-tools:
+	@.ci/debian-packages chromium=chromium prometheus=prometheus promtool=prometheus
 
 # Benchmarks print ratios against baselines measured in the same run; none is a test.
 bench: $(VENV)/.installed  # the measuring client vs the openai SDK and httpx (~8 min)
