@@ -157,7 +157,9 @@ def test_the_test_action_reports_success(admin_client, webhook, receiver):
     )
 
     assert "On-call hook: test notification sent." in response.content.decode()
-    assert receiver.requests[0]["json"] == {"state": "test", "channel": "On-call hook"}
+    body = receiver.requests[0]["json"]
+    assert (body["schema"], body["state"], body["alerts"]) == ("inferwatch.notice", "test", [])
+    assert body["channel"] == "On-call hook"
     assert Notification.objects.get().status == "sent"
 
 
