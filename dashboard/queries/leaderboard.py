@@ -16,6 +16,7 @@ from dashboard.models import ROLLUP_METRICS, WindowSnapshot
 from dashboard.queries import ranking
 from dashboard.queries.aggregates import (
     ALL,
+    FINE,
     HOUR,
     LEADERBOARD_WINDOWS,
     Agg,
@@ -406,7 +407,10 @@ def window_figures(window: str, scope: Scope, region: str, now: datetime) -> Win
     bucket = sparkline_bucket(window)
     fields = ("endpoint_id",)
     plan = plan_window(start, now)
-    tail = with_raw_tail({}, scope, plan.raw_from, now, fields, bucket, ROLLUP_METRICS)
+    # Hourly boards read their raw tail in 5-minute points: the tail is all a 1 h board
+    # (or a fresh install's 72 h board) has, and two hourly points draw only a diagonal.
+    tail_bucket = FINE if bucket == "hour" else bucket
+    tail = with_raw_tail({}, scope, plan.raw_from, now, fields, tail_bucket, ROLLUP_METRICS)
 
     base = snapshot_aggregates(scope, plan, fields, ROLLUP_METRICS)
     if base is None:

@@ -106,6 +106,7 @@ def leaderboard(request: HttpRequest) -> HttpResponse:
         return bad_filter(request, error)
     board = leaderboards.leaderboard(filters)
     shown = board.headline_columns | _measured_energy(board)
+    spark_scale = charts.spark_scale(row.sparkline for row in board.rows)
     context = {
         "board": board,
         "filters": filters,
@@ -120,7 +121,11 @@ def leaderboard(request: HttpRequest) -> HttpResponse:
             key: (tail, filters.sort_param_for(tail)) for key, tail in TAIL_COLUMNS.items()
         },
         "sort_provider": filters.sort_param_for("provider"),
-        "sparklines": {row.endpoint.pk: charts.sparkline(row.sparkline) for row in board.rows},
+        "sparklines": {
+            row.endpoint.pk: charts.sparkline(row.sparkline, spark_scale) for row in board.rows
+        },
+        "spark_scale": spark_scale,
+        "spark_bucket": leaderboards.sparkline_bucket(filters.window),
         "cause_strips": {
             row.endpoint.pk: uptime_charts.cause_strip(row.availability_by_cause)
             for row in board.rows
