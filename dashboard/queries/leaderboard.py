@@ -117,6 +117,12 @@ class Row:
         return self.agg.approx_tokens_share
 
     @property
+    def left_out(self) -> int:
+        """Ok runs left out of the latency and speed medians: our own client may have
+        set their figures (client_bound). Counted in Samples, so the row says how many."""
+        return self.agg.client_bound_runs
+
+    @property
     def approx_tokens(self) -> bool:
         """Some of the window's token counts (and so its speed) are not from usage: ≈."""
         return self.agg.approx_token_runs > 0
@@ -199,6 +205,7 @@ class Row:
         data["valid_share"] = _round(self.valid_share, 4)
         data["samples"] = self.samples
         data["ok_samples"] = self.agg.ok_runs
+        data["client_bound_runs"] = self.left_out
         data["last_run_at"] = self.last_run.isoformat() if self.last_run else None
         for c in self.claims:
             data[f"claimed_{c.metric}"] = c.claim.value
@@ -290,6 +297,11 @@ class Leaderboard:
     @property
     def has_data(self) -> bool:
         return any(r.samples for r in self.rows)
+
+    @property
+    def left_out(self) -> tuple[int, int]:
+        """(runs left out as client-bound, runs) over every row: what the board says."""
+        return sum(r.left_out for r in self.rows), sum(r.samples for r in self.rows)
 
     @property
     def rank_metric(self) -> str:

@@ -86,6 +86,12 @@ def _leaderboard_row() -> dict:
             f"{METRICS['valid_share'].definition}"
         ),
         "samples": {"type": "integer", "description": METRICS["samples"].definition},
+        "client_bound_runs": {
+            "type": "integer",
+            "description": "Of samples, the ok runs left out of the latency and speed "
+            "percentiles because our own client may have set their figures (client_bound: "
+            "its loop was held while it read, or the speed was near the worker's ceiling).",
+        },
         "rank": {
             "type": ["integer", "null"],
             "description": "Place by the workload's rank metric (output speed, TTFT, tool-call "
