@@ -191,17 +191,43 @@ def _date_axis(**axis) -> dict:
     return _grid(type="date", ticklabeloverflow="hide past domain", **axis)
 
 
-def _window_axis(span: Span | None, times: Sequence[datetime] = ()) -> dict:
-    """The x axis ends now and starts where the window does, or, when the data is
-    shorter than the window, a little before its first point: ten minutes of runs are
-    not one dot at the edge of a week. Never a millisecond around a single point."""
-    if not span:
-        return _grid()
+class PageSpan(tuple):
+    """A page's one time axis (page_span): every chart of the page draws exactly it."""
+
+
+def _narrowed(span: Span, times: Iterable[datetime]) -> tuple[datetime, datetime]:
+    """The window, or when the data is shorter, from a little before its first point:
+    ten minutes of runs are not one dot at the edge of a week."""
     start, end = span
-    if times:
-        first = min(times)
+    first = min(times, default=None)
+    if first is not None:
         margin = max((end - first) * 0.05, timedelta(minutes=2))
         start = max(start, first - margin)
+    return start, end
+
+
+def page_span(span: Span, histories: Sequence[EndpointHistory]) -> PageSpan:
+    """One time axis for every chart of a history page, from the earliest point of any of
+    them: the availability bars line up under the latency charts above them."""
+    times = [
+        t
+        for h in histories
+        for t in (
+            *(p.t for points in h.series.values() for p in points),
+            *(t for t, _, _ in h.availability),
+            *(max(t, h.first_run or t) for t, _ in h.causes),  # where their bars start
+        )
+    ]
+    return PageSpan(_narrowed(span, times))
+
+
+def _window_axis(span: Span | None, times: Sequence[datetime] = ()) -> dict:
+    """The x axis ends now and starts where the window does, or a little before the
+    chart's first point (the page's, for a PageSpan). Never a millisecond around a
+    single point."""
+    if not span:
+        return _grid()
+    start, end = span if isinstance(span, PageSpan) else _narrowed(span, times)
     return _date_axis(range=[start.isoformat(), end.isoformat()])
 
 

@@ -165,6 +165,7 @@ def _history_context(request: HttpRequest, endpoints: list[Endpoint]) -> dict:
     # Planned maintenance, shaded on every chart of the page (dashboard/maintenance_bands.py).
     planned = maintenance_bands.bands(endpoints, span)
     marks = history_marks(endpoints, *span, filters.workload)
+    axis = charts.page_span(span, histories)  # one time axis for every chart of the page
     return {
         "maintenance_bands": planned,
         "filters": filters,
@@ -176,15 +177,15 @@ def _history_context(request: HttpRequest, endpoints: list[Endpoint]) -> dict:
         "history_charts": [
             (
                 f"history-{m}",
-                maintenance_bands.shade(charts.history(histories, m, span, marks), planned),
+                maintenance_bands.shade(charts.history(histories, m, axis, marks), planned),
             )
             for m in (*HISTORY_METRICS, *_self_hosted_metrics(endpoints))
         ],
         "availability_chart": maintenance_bands.shade(
-            charts.availability(histories, span), planned
+            charts.availability(histories, axis), planned
         ),
         "cause_chart": maintenance_bands.shade(
-            uptime_charts.availability_by_cause(histories, span), planned
+            uptime_charts.availability_by_cause(histories, axis), planned
         ),
         "totals": totals,
         "breakdown": history.status_breakdown(totals),
