@@ -61,7 +61,10 @@ def test_the_uptime_bars_cover_their_hours_from_their_start(client, catalog):
         starts = [datetime.fromisoformat(x) for x in bar["x"]]
         assert starts[1:] == hours[1:]
         assert abs((starts[0] - first_run).total_seconds()) < 5
-        ends = [start + timedelta(milliseconds=ms) for start, ms in zip(starts, bar["width"])]
+        ends = [
+            start + timedelta(milliseconds=ms)
+            for start, ms in zip(starts, bar["width"], strict=True)
+        ]
         assert ends[:-1] == hours[1:] and abs((ends[-1] - now).total_seconds()) < 5
         assert bar["offset"] == 0
     by_cause = {bar["name"]: sum(bar["y"]) for bar in bars}
