@@ -144,3 +144,23 @@ def test_stopped_children_exit_once_their_input_closes() -> None:
 
     assert child.proc.poll() is not None
     assert not measurers.running()
+
+
+def test_children_are_scheduling_groups_of_their_own_at_the_measuring_priority(children):
+    """Where the kernel schedules by session (autogroup), a nice −10 child sharing the
+    worker's session still waited for a core behind every other session of a busy
+    machine (issue 34 item 3: its loop's holds were run-queue waits). A child is a
+    session of its own, and that group gets the child's priority where allowed."""
+    from pathlib import Path
+
+    from probes.engine.measurer_child import NICE
+
+    pids = _measured_pids()
+    assert pids and all(os.getsid(pid) == pid != os.getsid(0) for pid in pids)
+    if not Path("/proc/self/autogroup").exists() or os.geteuid() != 0:
+        pytest.skip("no autogroup here, or not allowed to raise a group's priority")
+    for pid in pids:
+        deadline = time.monotonic() + 10
+        while f"nice {NICE}" not in Path(f"/proc/{pid}/autogroup").read_text():
+            assert time.monotonic() < deadline, Path(f"/proc/{pid}/autogroup").read_text()
+            time.sleep(0.05)
