@@ -232,7 +232,8 @@ def claims_for(
     endpoints: list[Endpoint], workload: Workload | None = None
 ) -> dict[int, list[Claim]]:
     """Claims covering each endpoint: named for it, or for its provider and model; a
-    claim about a use case only when its workload is the one shown."""
+    claim about a use case only when its workload is the one shown, and on a concurrent
+    board only those."""
     if not endpoints:
         return {}
     # A superset in one simple query (an OR per endpoint makes a slow query to build),
@@ -248,7 +249,19 @@ def claims_for(
         )
     )
     workload_id = workload.pk if workload is not None else None
-    return {e.pk: [c for c in candidates if c.covers(e, workload_id)] for e in endpoints}
+    # Like with like: a claim about no particular use case is about one stream, and a
+    # concurrent board's streams run several at once (8 at once are each slower than one
+    # alone: "59 %" of a single-stream claim said nothing about the provider). There only
+    # a claim about that very workload (its concurrency) is shown.
+    concurrent = workload is not None and kinds.of(workload).streams
+    return {
+        e.pk: [
+            c
+            for c in candidates
+            if c.covers(e, workload_id) and (not concurrent or c.workload_id == workload_id)
+        ]
+        for e in endpoints
+    }
 
 
 def best_claims(
@@ -361,7 +374,7 @@ def leaderboard(filters: Filters, now: datetime | None = None) -> Leaderboard:
         if e.pk in not_applicable:
             continue
         agg = figures.totals.get(e.pk, Agg())
-        # A tokens/s claim is about one stream: on a concurrent board, the stream's speed.
+        # A concurrent board's own tokens/s claim is per stream: it meets the stream's speed.
         measured = {"output_tps": streams.get(e.pk)} if kinds.of(workload).streams else None
         rows.append(
             Row(
