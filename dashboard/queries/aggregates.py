@@ -209,6 +209,10 @@ class Agg:
         """Of the ok runs, the share whose token counts are not the provider's usage."""
         return self.approx_token_runs / self.ok_runs if self.ok_runs else None
 
+    def counted(self, metric: str) -> int:
+        """How many runs `metric`'s statistics take (contract.counts_for_metric)."""
+        return sum(self.hists.get(metric, {}).values())
+
     @property
     def valid_share(self) -> float | None:
         """Of the checked answers (JSON, tool calls), the share that passed the check."""
