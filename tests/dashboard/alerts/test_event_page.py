@@ -2,7 +2,6 @@
 it used; and the badges on leaderboard rows and endpoint pages."""
 
 import io
-from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
@@ -14,8 +13,7 @@ from dashboard.alerts.detail import event_chart
 from dashboard.alerts.models import AlertEvent
 from dashboard.alerts.queries import firing_by_endpoint
 from probes.models import Probe, ProbeRun, Provider
-
-CHROMIUM = Path("/usr/bin/chromium")
+from tests.tools import require
 
 
 @pytest.fixture
@@ -70,7 +68,6 @@ def test_leaderboard_rows_and_endpoint_pages_of_firing_series_carry_a_badge(
 
 
 @pytest.mark.browser
-@pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed")
 @pytest.mark.django_db(transaction=True)
 def test_the_alert_chart_draws_runs_baseline_band_and_window_in_a_browser(live_server, fired):
     from playwright.sync_api import sync_playwright
@@ -79,7 +76,7 @@ def test_the_alert_chart_draws_runs_baseline_band_and_window_in_a_browser(live_s
     errors, hosts = [], set()
     with sync_playwright() as p:
         browser = p.chromium.launch(
-            executable_path=str(CHROMIUM), args=["--no-sandbox", "--disable-gpu"]
+            executable_path=require("chromium"), args=["--no-sandbox", "--disable-gpu"]
         )
         page = browser.new_page()
         page.on("console", lambda m: m.type == "error" and errors.append(m.text))

@@ -7,8 +7,6 @@ server; its HTTP API answers the tests' PromQL.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import socket
 import subprocess
 import time
@@ -18,19 +16,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import pytest
+from tests.tools import require
 
-PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 SCRAPE_INTERVAL_S = 2
-
-
-def require_prometheus() -> None:
-    """Skip where Debian's prometheus is absent, except on CI (.ci/run installs it)."""
-    if Path(PROMETHEUS).exists():
-        return
-    if os.environ.get("CI"):
-        pytest.fail("prometheus is not installed, and CI must run these tests (.ci/run)")
-    pytest.skip("prometheus (Debian package) is not installed: apt-get install prometheus")
 
 
 def _free_port() -> int:
@@ -78,7 +66,7 @@ class Prometheus:
 @contextmanager
 def running_prometheus(target: str, workdir: Path) -> Iterator[Prometheus]:
     """Prometheus scraping http://`target`/metrics every SCRAPE_INTERVAL_S seconds."""
-    require_prometheus()
+    binary = require("prometheus")
     port = _free_port()
     config = workdir / "prometheus.yml"
     config.write_text(
@@ -94,7 +82,7 @@ def running_prometheus(target: str, workdir: Path) -> Iterator[Prometheus]:
     with log.open("wb") as out:
         process = subprocess.Popen(
             [
-                PROMETHEUS,
+                binary,
                 f"--config.file={config}",
                 f"--storage.tsdb.path={workdir / 'data'}",
                 f"--web.listen-address=127.0.0.1:{port}",

@@ -10,7 +10,7 @@ import pytest
 from dashboard.web import badges
 from probes.models import ProbeRun, Workload
 
-from .test_browser import CHROMIUM, browser, page  # noqa: F401 (fixtures)
+from .test_browser import browser, page  # noqa: F401 (fixtures)
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -122,7 +122,6 @@ def test_the_endpoint_pages_badge_snippets_carry_the_pages_workload(client, hist
 
 
 @pytest.mark.browser
-@pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed")
 def test_badges_render_in_a_browser(page, history):  # noqa: F811 (the fixture)
     fast = history["endpoints"]["fast"]
     page.goto(f"{page.base}/endpoints/{fast.pk}/")

@@ -9,7 +9,7 @@ from probes.models import CanonicalModel, Endpoint, Probe, ProbeRun, Provider, W
 from probes.simulator import PowerModel, Profile, ServerTraits, start_in_thread
 from probes.slots import run as runner
 from tests.dashboard.web import test_browser as chromium
-from tests.dashboard.web.test_browser import CHROMIUM, trace_count
+from tests.dashboard.web.test_browser import trace_count
 
 # The same Chromium and checked page (console errors, CSP violations, hosts) as the
 # other browser tests.
@@ -18,7 +18,6 @@ page = chromium.page
 
 pytestmark = [
     pytest.mark.browser,
-    pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed"),
 ]
 
 

@@ -24,7 +24,7 @@ from probes.scheduling import heartbeat
 from tests.dashboard.web import test_browser
 from tests.dashboard.web.conftest import build_history
 from tests.dashboard.web.layout import layout_problems
-from tests.dashboard.web.test_browser import CHROMIUM, screenshot
+from tests.dashboard.web.test_browser import screenshot
 
 # The browser tests' fixtures: one Chromium for the module, a page that fails the test on
 # a console error, a Content-Security-Policy violation or a request leaving the machine.
@@ -33,7 +33,6 @@ page = test_browser.page
 
 pytestmark = [
     pytest.mark.browser,
-    pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed"),
 ]
 
 WIDTHS = {"laptop": (1400, 900), "phone": (390, 844)}

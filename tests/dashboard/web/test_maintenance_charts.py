@@ -9,7 +9,7 @@ import pytest
 from dashboard import maintenance_bands
 from probes.models import MaintenanceWindow
 
-from .test_browser import CHROMIUM, browser, page  # noqa: F401 (fixtures)
+from .test_browser import browser, page  # noqa: F401 (fixtures)
 
 
 @pytest.fixture
@@ -37,7 +37,6 @@ def test_every_occurrence_in_the_window_is_a_band(history, nightly):
 
 
 @pytest.mark.browser
-@pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed")
 def test_the_endpoint_page_shades_the_windows_on_its_charts(page, history, nightly):  # noqa: F811
     fast = history["endpoints"]["fast"]
     page.goto(f"{page.base}/endpoints/{fast.pk}/")

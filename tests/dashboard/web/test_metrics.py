@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gzip
 import random
-import shutil
 import statistics
 import subprocess
 from datetime import timedelta
@@ -19,6 +18,7 @@ from dashboard.web import prometheus
 from probes.engine import buckets as bucket_edges
 from probes.models import Claim, DispatchedSlot, Probe, ProbeRun
 from probes.scheduling import ledger
+from tests.tools import require
 
 from .conftest import make_run
 
@@ -364,14 +364,12 @@ def test_a_scraper_that_accepts_gzip_gets_it(client, history):
     assert gzip.decompress(packed.content).split(b"\n")[:3] == plain.split(b"\n")[:3]
 
 
-@pytest.mark.skipif(
-    not shutil.which("promtool") and not __import__("os").environ.get("CI"),
-    reason="promtool (Debian package prometheus) is not installed",
-)
+@pytest.mark.prometheus
 def test_promtool_finds_no_problem(history):
+    promtool = require("promtool")
     body = prometheus.render()
     checked = subprocess.run(
-        ["promtool", "check", "metrics"], input=body, capture_output=True, timeout=60
+        [promtool, "check", "metrics"], input=body, capture_output=True, timeout=60
     )
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert checked.stdout.strip() == b"" and checked.stderr.strip() == b""

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
+
 from probes.models import Probe
 
 from .conftest import make_run, make_workload
 from .test_browser import browser, page  # noqa: F401  (the same real Chromium fixtures)
 
 
+@pytest.mark.browser
 def test_a_json_board_ranks_by_ttft_after_a_workload_switch(page, catalog):  # noqa: F811
     e = catalog["endpoints"]
     json_workload = make_workload("facts-json", "Facts as JSON")

@@ -97,6 +97,7 @@ def test_rollup_points_stand_inside_their_runs_never_before_the_first(catalog, m
     assert all(t >= first for t, _, _ in hourly.availability)
 
 
+@pytest.mark.browser
 def test_a_fresh_install_chart_in_the_browser_draws_every_run(page, catalog):  # noqa: F811
     """Real Chromium: the default-window TTFT chart of ten minutes of runs draws ten
     points, its x axis starting at the first run, not 72 h earlier."""
