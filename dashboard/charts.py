@@ -10,7 +10,7 @@ Sparklines are tiny inline SVGs: dozens per table, no JS.
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -191,17 +191,43 @@ def _date_axis(**axis) -> dict:
     return _grid(type="date", ticklabeloverflow="hide past domain", **axis)
 
 
-def _window_axis(span: Span | None, times: Sequence[datetime] = ()) -> dict:
-    """The x axis ends now and starts where the window does, or, when the data is
-    shorter than the window, a little before its first point: ten minutes of runs are
-    not one dot at the edge of a week. Never a millisecond around a single point."""
-    if not span:
-        return _grid()
+class PageSpan(tuple):
+    """A page's one time axis (page_span): every chart of the page draws exactly it."""
+
+
+def _narrowed(span: Span, times: Iterable[datetime]) -> tuple[datetime, datetime]:
+    """The window, or when the data is shorter, from a little before its first point:
+    ten minutes of runs are not one dot at the edge of a week."""
     start, end = span
-    if times:
-        first = min(times)
+    first = min(times, default=None)
+    if first is not None:
         margin = max((end - first) * 0.05, timedelta(minutes=2))
         start = max(start, first - margin)
+    return start, end
+
+
+def page_span(span: Span, histories: Sequence[EndpointHistory]) -> PageSpan:
+    """One time axis for every chart of a history page, from the earliest point of any of
+    them: the availability bars line up under the latency charts above them."""
+    times = [
+        t
+        for h in histories
+        for t in (
+            *(p.t for points in h.series.values() for p in points),
+            *(t for t, _, _ in h.availability),
+            *(max(t, h.first_run or t) for t, _ in h.causes),  # where their bars start
+        )
+    ]
+    return PageSpan(_narrowed(span, times))
+
+
+def _window_axis(span: Span | None, times: Sequence[datetime] = ()) -> dict:
+    """The x axis ends now and starts where the window does, or a little before the
+    chart's first point (the page's, for a PageSpan). Never a millisecond around a
+    single point."""
+    if not span:
+        return _grid()
+    start, end = span if isinstance(span, PageSpan) else _narrowed(span, times)
     return _date_axis(range=[start.isoformat(), end.isoformat()])
 
 
@@ -504,21 +530,48 @@ class Sparkline:
         return bool(self.points)
 
 
-def sparkline(points: Sequence[Point], width: int = 90, height: int = 26) -> Sparkline:
-    """An SVG polyline of median output speed over the window, scaled to its own range."""
+@dataclass(frozen=True)
+class SparkScale:
+    """One scale for every sparkline of a board: output speed from 0 to the board's
+    highest point, time from its first point to its last. A steady provider is a flat
+    line at its own level and a slowdown falls to its share of the height; each line on
+    its own range drew two hourly points of a steady provider as a full-height diagonal."""
+
+    high: float
+    start: datetime
+    end: datetime
+
+    @property
+    def label(self) -> str:
+        return f"0–{self.high:,.0f} tok/s"
+
+
+def spark_scale(lines: Iterable[Sequence[Point]]) -> SparkScale | None:
+    known = [p for points in lines for p in points if p.value is not None]
+    if not known:
+        return None
+    return SparkScale(
+        high=max(p.value for p in known) or 1.0,
+        start=min(p.t for p in known),
+        end=max(p.t for p in known),
+    )
+
+
+def sparkline(
+    points: Sequence[Point], scale: SparkScale | None = None, width: int = 90, height: int = 26
+) -> Sparkline:
+    """An SVG polyline of median output speed over the window, on the board's scale (its
+    own points' when none is given)."""
     known = [(p.t, p.value) for p in points if p.value is not None]
     if len(known) < 2:
         return Sparkline("", width, height, known[-1][1] if known else None)
-    t0, t1 = known[0][0], known[-1][0]
-    span = (t1 - t0).total_seconds() or 1
-    lo = min(v for _, v in known)
-    hi = max(v for _, v in known)
-    rng = (hi - lo) or 1
+    scale = scale or spark_scale([points])
+    span = (scale.end - scale.start).total_seconds() or 1
     pad = 2
 
     def xy(t: datetime, v: float) -> str:
-        x = pad + (t - t0).total_seconds() / span * (width - 2 * pad)
-        y = height - pad - (v - lo) / rng * (height - 2 * pad)
+        x = pad + (t - scale.start).total_seconds() / span * (width - 2 * pad)
+        y = height - pad - v / scale.high * (height - 2 * pad)
         return f"{x:.1f},{y:.1f}"
 
     return Sparkline(" ".join(xy(t, v) for t, v in known), width, height, known[-1][1])

@@ -20,10 +20,18 @@ from probes.admin.history import AuditHistoryAdmin
 def _examples() -> str:
     """Every kind's configuration and what its receiver gets, from the registry."""
     return "; ".join(
-        f"{kind}: {json.dumps(get_transport(kind).example_config)}"
+        f"{kind}: {json.dumps(get_transport(kind).example_config, ensure_ascii=False)}"
         + (f" ({get_transport(kind).docs})" if get_transport(kind).docs else "")
         for kind in REGISTRY
     )
+
+
+class _ConfigField(forms.JSONField):
+    """An empty box for no configuration, not the JSON `null` (a new channel's form
+    opened pre-filled with it)."""
+
+    def prepare_value(self, value):
+        return "" if value is None else super().prepare_value(value)
 
 
 class ChannelForm(forms.ModelForm):
@@ -34,7 +42,7 @@ class ChannelForm(forms.ModelForm):
     # The admin puts this field into the model form, so the saved value would be
     # rendered back as the field's initial value; __init__ drops it. Channel.clean()
     # validates and normalises what is entered, and its errors land on this field.
-    config = forms.JSONField(
+    config = _ConfigField(
         label="Configuration",
         required=False,
         widget=forms.Textarea(attrs={"rows": 4, "cols": 80, "autocomplete": "off"}),

@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import Enum
+from functools import partial
 
 from dashboard import histogram
 from dashboard.alerts import sequential
@@ -66,11 +67,22 @@ class Stats:
     samples: int
     value: float | None
     values: tuple[float, ...] = field(default=(), repr=False)
+    # When each of `values` was measured (raw runs only, oldest first): says since when a
+    # changed level holds.
+    times: tuple[datetime, ...] = field(default=(), repr=False)
 
     @classmethod
-    def of(cls, values: Iterable[float]) -> Stats:
+    def of(cls, values: Iterable[float], times: Iterable[datetime] = ()) -> Stats:
         values = tuple(values)
-        return cls(len(values), statistics.median(values) if values else None, values)
+        return cls(len(values), statistics.median(values) if values else None, values, tuple(times))
+
+    def since(self, index: int) -> Stats:
+        """The samples from `index` on (the runs of a change that began there)."""
+        return Stats.of(self.values[index:], self.times[index:])
+
+    @property
+    def first_at(self) -> datetime | None:
+        return self.times[0] if self.times else None
 
     @classmethod
     def of_rate(cls, flags: Iterable[bool]) -> Stats:
@@ -186,6 +198,15 @@ class Verdict:
     reason: str
     p_value: float | None = None
     effect: float | None = None
+    # The level the series is at now, when it is not the whole recent window's median: a
+    # CUSUM decides on the runs since the change began, and in a ten-run window the
+    # median of seven good runs and three slow ones is still the old level (the "204 ms
+    # past 300 ms" of a 3× slowdown). Every notice states `current`.
+    level: Stats | None = None
+
+    @property
+    def current(self) -> Stats:
+        return self.level if self.level is not None else self.recent
 
 
 def judge(
@@ -199,8 +220,10 @@ def judge(
     limit = condition.limit(baseline) if recent.value is not None else None
     effect = condition.effect(recent, baseline)
 
-    def verdict(health: Health, reason: str, p_value: float | None = None) -> Verdict:
-        return Verdict(health, recent, baseline, limit, reason, p_value, effect)
+    def verdict(
+        health: Health, reason: str, p_value: float | None = None, *, level=None, effect=effect
+    ) -> Verdict:
+        return Verdict(health, recent, baseline, limit, reason, p_value, effect, level)
 
     if recent.samples < condition.min_samples or recent.value is None:
         return verdict(
@@ -245,6 +268,9 @@ def _judge_cusum(condition: Condition, recent: Stats, baseline: Stats, firing: b
         recent.values, baseline.values, condition.regression_pct, condition.higher_is_worse
     )
     runs = f"CUSUM {found.score:.1f}/{sequential.THRESHOLD:g}, {found.bad_runs} runs past the limit"
+    if found.start is not None:
+        level = recent.since(found.start)
+        verdict = partial(verdict, level=level, effect=condition.effect(level, baseline))
     if found.fires():
         return verdict(Health.BREACHED, f"{recent.value:.4g}: {runs}")
     if firing and found.score > 0:

@@ -177,14 +177,19 @@ def open_event(
 
 
 def _values(verdict: decide.Verdict) -> dict:
+    """What an event records of the verdict that opened or fired it: the level the series
+    is at (the runs since the change for a CUSUM, the recent window otherwise), so the
+    notice, the page and /alerts/ state the slowdown itself."""
+    current = verdict.current
     return {
-        "recent_value": verdict.recent.value,
-        "recent_samples": verdict.recent.samples,
+        "recent_value": current.value,
+        "recent_samples": current.samples,
         "baseline_value": verdict.baseline.value if verdict.baseline else None,
         "limit_value": verdict.limit,
-        "last_value": verdict.recent.value,
+        "last_value": current.value,
         "p_value": verdict.p_value,
         "effect": verdict.effect,
+        "changed_at": current.first_at if verdict.level is not None else None,
     }
 
 
@@ -226,7 +231,7 @@ def announce(event: AlertEvent, transition: str, rule: AlertRule, now: datetime)
 
 def refresh(event: AlertEvent, rule: AlertRule, verdict: decide.Verdict, now: datetime) -> None:
     AlertEvent.objects.filter(pk=event.pk, resolved_at=None).update(
-        last_value=verdict.recent.value, last_checked_at=now
+        last_value=verdict.current.value, last_checked_at=now
     )
     if event.state == AlertEvent.FIRING and event.notified_at is None:
         # It fired during a silence that has since ended: tell people now (the

@@ -70,10 +70,12 @@ def raw_stats(
         rows = runs.annotate(bad=ArrayAgg(_flag(Q(status__in=ERROR_STATUSES))))
         return {(e, w, r): Stats.of_rate(flags) for e, w, r, flags in rows}
     # Oldest first: the sequential test reads the recent window's runs in order.
+    usable = usable_runs(metric)
     rows = runs.annotate(
-        values=ArrayAgg(metric, filter=usable_runs(metric), default=[], order_by="started_at")
+        values=ArrayAgg(metric, filter=usable, default=[], order_by="started_at"),
+        times=ArrayAgg("started_at", filter=usable, default=[], order_by="started_at"),
     )
-    return {(e, w, r): Stats.of(values) for e, w, r, values in rows}
+    return {(e, w, r): Stats.of(values, times) for e, w, r, values, times in rows}
 
 
 def staleness(scope: Q, now: datetime, lookback: timedelta) -> dict[Series, Stats]:

@@ -52,6 +52,9 @@ class Evidence:
     score: float  # the CUSUM at the latest run, in noise units
     bad_runs: int  # runs past the limit since the sum last left zero
     noise: float  # the baseline's robust spread (log units)
+    # Where the current climb began: the index in `recent` of its first run (None while
+    # the sum is at zero). The runs from there on are the changed level a notice states.
+    start: int | None = None
 
     def fires(self) -> bool:
         return self.score >= THRESHOLD and self.bad_runs >= MIN_BAD_RUNS
@@ -93,15 +96,16 @@ def evidence(
     allowance, cap = ALLOWANCE * limit, CAP * THRESHOLD
     clip = max(CLIP * limit, CLIP_NOISE * noise)
     sign = 1.0 if higher_is_worse else -1.0
-    score, bad = 0.0, 0
-    for value in recent:
+    score, bad, start = 0.0, 0, None
+    for index, value in enumerate(recent):
         if value <= 0:
             continue
         ratio = sign * (math.log(value) - middle)
         step = (min(max(ratio, -clip), clip) - allowance) / noise
         score = min(cap, max(0.0, score + step))
         if score == 0.0:
-            bad = 0
-        elif ratio >= limit:
-            bad += 1
-    return Evidence(score, bad, noise)
+            bad, start = 0, None
+        else:
+            start = index if start is None else start
+            bad += ratio >= limit
+    return Evidence(score, bad, noise, start)

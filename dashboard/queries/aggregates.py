@@ -248,9 +248,19 @@ Scope = Q
 _GROUP_FIELDS = {"endpoint": "endpoint_id", "workload": "workload_id", "region": "region"}
 
 
+# The leaderboard's sparklines read the raw tail (its last hour or two) in buckets of this
+# many minutes, so a fresh install's first hour draws a shape, not two hourly points.
+FINE = "5min"
+_FINE_MINUTES = 5
+
+
 def bucket_of(t: datetime, bucket: str) -> datetime | None:
     if bucket == "hour":
         return floor_hour(t)
+    if bucket == FINE:
+        hour = floor_hour(t)
+        step = timedelta(minutes=_FINE_MINUTES)
+        return hour + (t - hour) // step * step
     if bucket == "day":
         return floor_day(t)
     return None

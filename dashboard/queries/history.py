@@ -41,8 +41,11 @@ class EndpointHistory:
     series: dict[str, list[SeriesPoint]]  # metric → points
     availability: list[tuple[datetime, float | None, int]]  # (t, success rate, runs)
     totals: Agg
-    causes: list[tuple[datetime, dict[str, int]]] = field(default_factory=list)  # runs by cause
+    # Runs by cause per bucket, keyed by the bucket's start: a bar covers its bucket.
+    causes: list[tuple[datetime, dict[str, int]]] = field(default_factory=list)
     resolution: str = resolution.RUN  # "run", "hour" or "day" (queries/resolution.py)
+    causes_bucket: str = "hour"  # the causes' buckets: "hour" or "day"
+    first_run: datetime | None = None  # the series' first run in the window
 
 
 def run_points(
@@ -120,6 +123,7 @@ def history_between(
         totals = Agg()
         for _, agg in points:
             totals.merge(agg)
+        causes = [(t, runs_by_cause(agg.status_counts)) for t, agg in points if agg.runs]
         # Each rollup point inside its samples' span, never before the series' first run.
         points = [
             (resolution.placed(t, rolled, firsts.get(e.pk), agg.last_run_at, now), agg)
@@ -130,8 +134,11 @@ def history_between(
         else:
             series = {m: _rolled_series(points, m) for m in metrics}
         availability = [(t, agg.success_rate, agg.runs) for t, agg in points]
-        causes = [(t, runs_by_cause(agg.status_counts)) for t, agg in points if agg.runs]
-        out.append(EndpointHistory(e, series, availability, totals, causes, bucket))
+        out.append(
+            EndpointHistory(
+                e, series, availability, totals, causes, bucket, rolled, firsts.get(e.pk)
+            )
+        )
     return out
 
 

@@ -16,6 +16,7 @@ from dashboard.models import ROLLUP_METRICS, WindowSnapshot
 from dashboard.queries import ranking
 from dashboard.queries.aggregates import (
     ALL,
+    FINE,
     HOUR,
     LEADERBOARD_WINDOWS,
     Agg,
@@ -116,6 +117,12 @@ class Row:
         return self.agg.approx_tokens_share
 
     @property
+    def left_out(self) -> int:
+        """Ok runs left out of the latency and speed medians: our own client may have
+        set their figures (client_bound). Counted in Samples, so the row says how many."""
+        return self.agg.client_bound_runs
+
+    @property
     def approx_tokens(self) -> bool:
         """Some of the window's token counts (and so its speed) are not from usage: ≈."""
         return self.agg.approx_token_runs > 0
@@ -198,6 +205,7 @@ class Row:
         data["valid_share"] = _round(self.valid_share, 4)
         data["samples"] = self.samples
         data["ok_samples"] = self.agg.ok_runs
+        data["client_bound_runs"] = self.left_out
         data["last_run_at"] = self.last_run.isoformat() if self.last_run else None
         for c in self.claims:
             data[f"claimed_{c.metric}"] = c.claim.value
@@ -224,7 +232,8 @@ def claims_for(
     endpoints: list[Endpoint], workload: Workload | None = None
 ) -> dict[int, list[Claim]]:
     """Claims covering each endpoint: named for it, or for its provider and model; a
-    claim about a use case only when its workload is the one shown."""
+    claim about a use case only when its workload is the one shown, and on a concurrent
+    board only those."""
     if not endpoints:
         return {}
     # A superset in one simple query (an OR per endpoint makes a slow query to build),
@@ -240,7 +249,19 @@ def claims_for(
         )
     )
     workload_id = workload.pk if workload is not None else None
-    return {e.pk: [c for c in candidates if c.covers(e, workload_id)] for e in endpoints}
+    # Like with like: a claim about no particular use case is about one stream, and a
+    # concurrent board's streams run several at once (8 at once are each slower than one
+    # alone: "59 %" of a single-stream claim said nothing about the provider). There only
+    # a claim about that very workload (its concurrency) is shown.
+    concurrent = workload is not None and kinds.of(workload).streams
+    return {
+        e.pk: [
+            c
+            for c in candidates
+            if c.covers(e, workload_id) and (not concurrent or c.workload_id == workload_id)
+        ]
+        for e in endpoints
+    }
 
 
 def best_claims(
@@ -285,6 +306,11 @@ class Leaderboard:
     @property
     def has_data(self) -> bool:
         return any(r.samples for r in self.rows)
+
+    @property
+    def left_out(self) -> tuple[int, int]:
+        """(runs left out as client-bound, runs) over every row: what the board says."""
+        return sum(r.left_out for r in self.rows), sum(r.samples for r in self.rows)
 
     @property
     def rank_metric(self) -> str:
@@ -344,7 +370,7 @@ def leaderboard(filters: Filters, now: datetime | None = None) -> Leaderboard:
         if e.pk in not_applicable:
             continue
         agg = figures.totals.get(e.pk, Agg())
-        # A tokens/s claim is about one stream: on a concurrent board, the stream's speed.
+        # A concurrent board's own tokens/s claim is per stream: it meets the stream's speed.
         measured = {"output_tps": streams.get(e.pk)} if kinds.of(workload).streams else None
         rows.append(
             Row(
@@ -402,7 +428,10 @@ def window_figures(window: str, scope: Scope, region: str, now: datetime) -> Win
     bucket = sparkline_bucket(window)
     fields = ("endpoint_id",)
     plan = plan_window(start, now)
-    tail = with_raw_tail({}, scope, plan.raw_from, now, fields, bucket, ROLLUP_METRICS)
+    # Hourly boards read their raw tail in 5-minute points: the tail is all a 1 h board
+    # (or a fresh install's 72 h board) has, and two hourly points draw only a diagonal.
+    tail_bucket = FINE if bucket == "hour" else bucket
+    tail = with_raw_tail({}, scope, plan.raw_from, now, fields, tail_bucket, ROLLUP_METRICS)
 
     base = snapshot_aggregates(scope, plan, fields, ROLLUP_METRICS)
     if base is None:

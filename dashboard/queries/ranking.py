@@ -61,8 +61,8 @@ def unranked_reason(row, metric: str) -> str:
         return f"Too few runs: {counted} counted in this window, {needed} needed to rank{left_out}."
     if agg.client_bound_runs >= agg.ok_runs:
         return (
-            f"Every successful run was {LEFT_OUT_WHY['client_bound'][0]} (our own measuring "
-            "loop lagged): none counts."
+            f"Every successful run was {LEFT_OUT_WHY['client_bound'][0]} (our own client may "
+            "have set its figures): none counts."
         )
     if metric in SPEED_METRICS and not agg.client_bound_runs:
         return "Answers too short to rank on speed."

@@ -27,6 +27,11 @@ RESOLUTIONS = (RUN, HOUR, DAY)
 _BUCKET_LENGTH = {HOUR: timedelta(hours=1), DAY: timedelta(days=1)}
 
 
+def bucket_length(bucket: str) -> timedelta:
+    """How long an hourly or daily bucket is (what a bar drawn over it spans)."""
+    return _BUCKET_LENGTH[bucket]
+
+
 def pick(runs: int, span: timedelta) -> str:
     """The resolution for a series with `runs` runs in a window `span` long."""
     if runs <= MAX_POINTS:

@@ -53,6 +53,7 @@ LEADERBOARD_COLUMNS = [
     "valid_share",
     "samples",
     "ok_samples",
+    "client_bound_runs",
     "last_run_at",
     *(f"claimed_{m}{s}" for m, _ in CLAIM_METRICS for s in ("", "_high")),
 ]

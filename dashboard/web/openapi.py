@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_safe
 
+from dashboard.alerts import notice_schema
 from dashboard.definitions import APPROX_TOKENS, AVAILABILITY_CAUSES, METRICS, STATUS_MEANINGS
 from dashboard.queries import aggregates
 from dashboard.queries import filters as query_filters
@@ -85,6 +86,12 @@ def _leaderboard_row() -> dict:
             f"{METRICS['valid_share'].definition}"
         ),
         "samples": {"type": "integer", "description": METRICS["samples"].definition},
+        "client_bound_runs": {
+            "type": "integer",
+            "description": "Of samples, the ok runs left out of the latency and speed "
+            "percentiles because our own client may have set their figures (client_bound: "
+            "its loop was held while it read, or the speed was near the worker's ceiling).",
+        },
         "rank": {
             "type": ["integer", "null"],
             "description": "Place by the workload's rank metric (output speed, TTFT, tool-call "
@@ -253,6 +260,27 @@ def spec(base_url: str) -> dict:
                     "responses": {"200": _ok("Catalog", {}), "400": _ERROR},
                 }
             },
+        },
+        # What a webhook channel POSTs (the other channels render the same notice):
+        # one versioned shape for one alert, a provider's group, and the test notice.
+        "webhooks": {
+            "alertNotice": {
+                "post": {
+                    "summary": f"An alert notice ({notice_schema.SCHEMA} version "
+                    f"{notice_schema.VERSION}); signed with X-Inferwatch-Signature when the "
+                    "channel has a secret",
+                    "requestBody": {
+                        "required": True,
+                        "content": {
+                            "application/json": {"schema": {"$ref": "#/components/schemas/Notice"}}
+                        },
+                    },
+                    "responses": {"2XX": {"description": "Received."}},
+                }
+            }
+        },
+        "components": {
+            "schemas": {"Notice": notice_schema.NOTICE, "NoticeAlert": notice_schema.ALERT}
         },
     }
 

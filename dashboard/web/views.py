@@ -107,6 +107,7 @@ def leaderboard(request: HttpRequest) -> HttpResponse:
         return bad_filter(request, error)
     board = leaderboards.leaderboard(filters)
     shown = board.headline_columns | _measured_energy(board)
+    spark_scale = charts.spark_scale(row.sparkline for row in board.rows)
     context = {
         "board": board,
         "filters": filters,
@@ -121,7 +122,11 @@ def leaderboard(request: HttpRequest) -> HttpResponse:
             key: (tail, filters.sort_param_for(tail)) for key, tail in TAIL_COLUMNS.items()
         },
         "sort_provider": filters.sort_param_for("provider"),
-        "sparklines": {row.endpoint.pk: charts.sparkline(row.sparkline) for row in board.rows},
+        "sparklines": {
+            row.endpoint.pk: charts.sparkline(row.sparkline, spark_scale) for row in board.rows
+        },
+        "spark_scale": spark_scale,
+        "spark_bucket": leaderboards.sparkline_bucket(filters.window),
         "cause_strips": {
             row.endpoint.pk: uptime_charts.cause_strip(row.availability_by_cause)
             for row in board.rows
@@ -161,6 +166,7 @@ def _history_context(request: HttpRequest, endpoints: list[Endpoint]) -> dict:
     # Planned maintenance, shaded on every chart of the page (dashboard/maintenance_bands.py).
     planned = maintenance_bands.bands(endpoints, span)
     marks = history_marks(endpoints, *span, filters.workload)
+    axis = charts.page_span(span, histories)  # one time axis for every chart of the page
     return {
         "maintenance_bands": planned,
         "filters": filters,
@@ -172,15 +178,15 @@ def _history_context(request: HttpRequest, endpoints: list[Endpoint]) -> dict:
         "history_charts": [
             (
                 f"history-{m}",
-                maintenance_bands.shade(charts.history(histories, m, span, marks), planned),
+                maintenance_bands.shade(charts.history(histories, m, axis, marks), planned),
             )
             for m in (*HISTORY_METRICS, *_self_hosted_metrics(endpoints))
         ],
         "availability_chart": maintenance_bands.shade(
-            charts.availability(histories, span), planned
+            charts.availability(histories, axis), planned
         ),
         "cause_chart": maintenance_bands.shade(
-            uptime_charts.availability_by_cause(histories, span), planned
+            uptime_charts.availability_by_cause(histories, axis), planned
         ),
         "totals": totals,
         "breakdown": history.status_breakdown(totals),

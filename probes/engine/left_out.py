@@ -8,8 +8,9 @@ from __future__ import annotations
 LEFT_OUT_WHY: dict[str, tuple[str, str]] = {
     "client_bound": (
         "client-bound",
-        "Our own measuring loop lagged while reading this run, so our client may have set "
-        "its figures: no statistic, rank or alert counts it.",
+        "Our own client may have set this run's figures (its measuring loop was held while "
+        "it read, or the speed was near this worker's measured ceiling): no statistic, rank "
+        "or alert counts it.",
     ),
     "short_output": (
         "too short",

@@ -77,6 +77,11 @@ class _Child:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             close_fds=True,
+            # A session of its own is a scheduling group of its own where the kernel
+            # groups by session (autogroup, most desktop and server kernels): the child
+            # gets a group's share of the CPU and a group's priority, instead of sharing
+            # the worker's group with its 64 task threads (measurer_child.main).
+            start_new_session=True,
         )
         self.streams = 0  # in flight, a parallel group counting its requests
         self._pending: dict[int, tuple[concurrent.futures.Future, int]] = {}

@@ -186,6 +186,16 @@ class ProbeRun(models.Model):
         return self.status == "ok"
 
     @property
+    def client_bound_reason(self) -> str:
+        """Why a client-bound run was left out, in words (the flag's two causes)."""
+        if not self.client_bound:
+            return ""
+        lags = [lag for lag in (self.loop_lag_first_ms, self.loop_lag_max_ms) if lag]
+        if lags and max(lags) > 1:  # past the loop's 1 ms ticker: the loop was held
+            return f"our measuring loop was held up to {max(lags):,.0f} ms while it read"
+        return "its speed was near this worker's own measured ceiling"
+
+    @property
     def left_out(self) -> list[tuple[str, str]]:
         """(flag, tooltip) for each reason its figures stay out of statistics."""
         return left_out_why(

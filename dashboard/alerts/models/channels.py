@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
+from django.urls import reverse
 from django.utils import timezone
 
 from dashboard.alerts.models.notifications import Notification
+from dashboard.alerts.notice_schema import envelope
 from dashboard.alerts.transports import (
     REGISTRY,
     Message,
@@ -104,10 +107,10 @@ class Channel(models.Model):
         return note
 
     def test_message(self) -> Message:
-        # The channel's own (not in alerts/messages.py, which reads AlertEvent from this
-        # models package): a test notice says only which channel it came through.
-        return Message(
-            subject="[Inferwatch] Test notification",
-            text=f"This is a test notification for the channel “{self.name}”. It works.",
-            payload={"state": "test", "channel": self.name},
-        )
+        """A test notice in the shape of every notice (notice_schema.py), with no alerts:
+        a receiver can check its parser against it."""
+        subject = "[Inferwatch] Test notification"
+        text = f"This is a test notification for the channel “{self.name}”. It works."
+        url = settings.SITE_URL + reverse("alerts:index")
+        payload = envelope("test", subject, text, [], None, url) | {"channel": self.name}
+        return Message(subject=subject, text=text, payload=payload)

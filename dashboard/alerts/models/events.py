@@ -57,7 +57,8 @@ class AlertEvent(models.Model):
     silenced = models.BooleanField(
         default=False, help_text="A silence matched when it fired: no notice was sent."
     )
-    # Values that made it fire.
+    # Values that made it fire. recent_value is the level the series was at: the median
+    # of the runs since the change for a CUSUM regression, else of the recent window.
     recent_value = models.FloatField()
     recent_samples = models.PositiveIntegerField()
     baseline_value = models.FloatField(null=True, blank=True)
@@ -67,6 +68,9 @@ class AlertEvent(models.Model):
     effect = models.FloatField(
         null=True, blank=True, help_text="How much worse than the baseline (0.25 = 25 %)."
     )
+    # When the changed level began: the first run of the CUSUM's climb that fired it
+    # (null for other tests: then the notice counts from started_at).
+    changed_at = models.DateTimeField(null=True, blank=True)
     # When the recent window that made it fire began (the chart's shaded window).
     window_start = models.DateTimeField(null=True, blank=True)
     # Latest values while it keeps firing.

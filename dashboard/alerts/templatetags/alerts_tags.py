@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django import template
 
-from dashboard.alerts.messages import format_value
+from dashboard.alerts.notice import AlertNotice, format_value
 from dashboard.alerts.queries import active_alerts_for
 
 register = template.Library()
@@ -22,3 +22,9 @@ def active_alerts(endpoint):
 def metric_value(value, metric: str) -> str:
     """{{ event.recent_value|metric_value:event.metric }} → 412 ms, 1,830 tok/s, 97.5 %."""
     return format_value(metric, value)
+
+
+@register.filter
+def notice(event) -> AlertNotice:
+    """{% with n=event|notice %}: the facts every notice states, for pages to show alike."""
+    return AlertNotice(event)

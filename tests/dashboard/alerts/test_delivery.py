@@ -34,11 +34,17 @@ def test_it_posts_the_alert_as_json_to_a_webhook(firing, webhook, receiver, secr
     [request] = receiver.requests
     assert request["path"] == f"/hooks/{secret_token}"
     body = request["json"]
-    assert body["state"] == "firing"
-    assert body["metric"] == "ttft_ms"
-    assert (body["recent_value"], body["baseline_value"], body["limit_value"]) == (500, 200, 300)
-    assert body["endpoint"]["provider"] == "Fastcloud"
-    assert body["workload"] == "short-chat"
+    assert (body["schema"], body["version"], body["state"]) == ("inferwatch.notice", 1, "firing")
+    [alert] = body["alerts"]
+    assert alert["metric"]["key"] == "ttft_ms"
+    assert (alert["current"]["value"], alert["baseline"]["value"], alert["limit"]) == (
+        500,
+        200,
+        300,
+    )
+    assert alert["change"] == {"pct": 150, "ratio": 2.5, "worse": True}
+    assert alert["endpoint"]["provider"] == "Fastcloud"
+    assert alert["workload"] == "short-chat"
 
 
 def test_notices_link_to_the_site_when_site_url_is_set(firing, webhook, receiver, settings):
@@ -49,8 +55,11 @@ def test_notices_link_to_the_site_when_site_url_is_set(firing, webhook, receiver
 
     body = receiver.requests[0]["json"]
     assert body["url"] == f"https://inferwatch.example.com/alerts/{note.event_id}/"
-    endpoint_id = body["endpoint"]["id"]
-    assert body["endpoint_url"] == f"https://inferwatch.example.com/endpoints/{endpoint_id}/"
+    endpoint_id = body["alerts"][0]["endpoint"]["id"]
+    assert (
+        body["alerts"][0]["endpoint_url"]
+        == f"https://inferwatch.example.com/endpoints/{endpoint_id}/"
+    )
 
 
 def test_it_sends_slack_text_to_a_slack_compatible_webhook(firing, receiver, db):
@@ -72,7 +81,9 @@ def test_it_emails_the_alert(firing, mailbox_channel):
     [email] = mail.outbox
     assert email.to == ["oncall@example.com"]
     assert email.subject.startswith("[Inferwatch] FIRING: TTFT regression")
-    assert "Time to first token (ms) is 500 ms (median of 6 runs), past 300 ms." in email.body
+    assert "Now: 500 ms (median of 6 runs" in email.body
+    assert "Baseline: 200 ms (median of 20 runs)" in email.body
+    assert "Change: +150 % (×2.50 the baseline)" in email.body
     assert Notification.objects.get().status == "sent"
 
 
@@ -181,4 +192,5 @@ def test_a_resolved_alert_sends_a_resolved_notice(firing, webhook, receiver, run
 
     body = receiver.requests[-1]["json"]
     assert body["state"] == "resolved"
-    assert body["resolved_value"] == 210
+    assert body["alerts"][0]["current"]["value"] == 210
+    assert body["alerts"][0]["fired_value"] == 500

@@ -60,6 +60,19 @@ def _measured(base_url: str, model: str, count: int):
         return thread.submit(asyncio.run, runs()).result()
 
 
+def demo_run_context(rule: AlertRule) -> RunContext:
+    """How the demo's probe of the rule's series records a run."""
+    probe = Probe.objects.get(endpoint=rule.endpoint, workload=rule.workload, region="local")
+    return RunContext(
+        endpoint_id=probe.endpoint_id,
+        workload_id=probe.workload_id,
+        region="local",
+        worker="demo-test",
+        probe_id=probe.pk,
+        price=probe.endpoint.current_price,
+    )
+
+
 @pytest.mark.django_db
 def test_the_demo_rule_fires_on_the_simulated_slowdown_and_the_page_shows_it(client):
     with start_in_process() as sim:
@@ -72,15 +85,7 @@ def test_the_demo_rule_fires_on_the_simulated_slowdown_and_the_page_shows_it(cli
 
     rule = AlertRule.objects.get(name=DEMO_RULE)
     assert rule.endpoint.provider.slug == "lpu-demo" and rule.workload.slug == DEMO_WORKLOAD
-    probe = Probe.objects.get(endpoint=rule.endpoint, workload=rule.workload, region="local")
-    ctx = RunContext(
-        endpoint_id=probe.endpoint_id,
-        workload_id=probe.workload_id,
-        region="local",
-        worker="demo-test",
-        probe_id=probe.pk,
-        price=probe.endpoint.current_price,
-    )
+    ctx = demo_run_context(rule)
     now = timezone.now()
     runs = []
     # The first hour of `make run`: one run a minute from the start, the episode from

@@ -33,8 +33,8 @@ def test_the_alert_page_shows_the_test_and_links_the_runs_it_used(client, fired)
 
     assert "TTFT regression" in html and "firing" in html
     facts = html[html.index('id="alert-facts"') :]
-    assert "600 ms (6 runs)" in facts and "200 ms (20 runs)" in facts
-    assert "200 % worse than the baseline" in facts
+    assert "600 ms (median of 6 runs" in facts and "200 ms (median of 20 runs)" in facts
+    assert "+200 % (×3.00 the baseline)" in facts
     assert f"{event.p_value:.2g}" in facts and "Mann–Whitney" in facts
     for run in slow:
         assert f'href="/runs/{run.pk}/"' in html

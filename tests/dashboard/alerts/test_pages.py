@@ -157,7 +157,9 @@ def test_the_test_action_reports_success(admin_client, webhook, receiver):
     )
 
     assert "On-call hook: test notification sent." in response.content.decode()
-    assert receiver.requests[0]["json"] == {"state": "test", "channel": "On-call hook"}
+    body = receiver.requests[0]["json"]
+    assert (body["schema"], body["state"], body["alerts"]) == ("inferwatch.notice", "test", [])
+    assert body["channel"] == "On-call hook"
     assert Notification.objects.get().status == "sent"
 
 
@@ -217,3 +219,22 @@ def test_the_admin_adds_silences_and_rules_with_their_new_settings(admin_client,
         },
     )
     assert "A silence ends after it starts." in response.content.decode()
+
+
+def test_a_new_channels_form_opens_empty_and_its_help_reads_plainly(admin_client):
+    """Issue 34 item 8: the box was pre-filled `null` and the examples read `\\u2026`."""
+    html = admin_client.get("/admin/alerts/channel/add/").content.decode()
+    box = html[html.index('name="config"') :]
+    box = box[box.index(">") + 1 : box.index("</textarea>")]
+    assert box.strip() == ""
+    assert "\\u2026" not in html and '"secret": "…"' in html.replace("&quot;", '"')
+
+
+def test_a_silenced_alert_says_so_on_its_page_and_in_the_list(client, make_event):
+    event = make_event(state="firing", silenced=True)
+    title = client.get(f"/alerts/{event.pk}/").content.decode()
+    title = title[title.index('id="alert-title"') : title.index("</h1>")]
+    assert "firing" in title and "silenced" in title
+    row = client.get("/alerts/").content.decode()
+    row = row[row.index(f'data-event="{event.pk}"') :]
+    assert "silenced" in row[: row.index("</tr>")]

@@ -58,17 +58,27 @@ def test_a_ragged_or_missing_timeline_draws_what_it_can():
     assert [(e.channel, e.tokens) for e in events] == [("a", 0), ("o", 0)]
 
 
-def test_a_sparkline_scales_to_its_own_range():
+def test_sparklines_share_the_boards_scale_from_zero():
     t0 = datetime(2025, 1, 1, tzinfo=UTC)
     points = [
         leaderboards.Point(t0 + timedelta(hours=i), v) for i, v in enumerate([10, None, 30, 20])
     ]
-    line = charts.sparkline(points, width=100, height=20)
+    other = [leaderboards.Point(t0 + timedelta(hours=i), 40.0) for i in range(4)]
+    scale = charts.spark_scale([points, other])
+    assert (scale.high, scale.start, scale.end, scale.label) == (
+        40.0,
+        t0,
+        t0 + timedelta(hours=3),
+        "0–40 tok/s",
+    )
+    line = charts.sparkline(points, scale, width=100, height=20)
     xs_ys = [tuple(map(float, p.split(","))) for p in line.points.split()]
-    assert xs_ys[0] == (2.0, 18.0)  # lowest value at the bottom left
-    assert xs_ys[1] == pytest.approx((2 + 96 * 2 / 3, 2.0))  # highest at the top
+    assert xs_ys[0] == (2.0, 18.0 - 16 / 4)  # a quarter of the board's highest
+    assert xs_ys[1] == pytest.approx((2 + 96 * 2 / 3, 18.0 - 16 * 3 / 4))
     assert line.last == 20
-    assert not charts.sparkline(points[:1])  # one point draws nothing
+    flat = charts.sparkline(other, scale, width=100, height=20)
+    assert {p.split(",")[1] for p in flat.points.split()} == {"2.0"}  # the top, flat
+    assert not charts.sparkline(points[:1], scale)  # one point draws nothing
 
 
 def test_a_history_shorter_than_its_window_spans_its_data_not_a_point(catalog):
