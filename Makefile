@@ -15,14 +15,18 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3.12 || \
 # installs only that one block. Then the project itself, editable and without its
 # dependencies (the lock has them all; setuptools too, so the build is not isolated and
 # fetches nothing unhashed).
+# uv trusts the system's certificate store, as pip does: behind a TLS-inspecting proxy
+# (company networks, some CI) its own built-in roots refuse the registry.
+UV := $(VENV)/bin/uv
+UV_PIP := $(UV) pip install --quiet --system-certs --python $(PY)
 $(VENV)/.installed: pyproject.toml .requirements.lock
 	@if [ -z "$(PYTHON)" ]; then echo "Inferwatch needs Python 3.11 or 3.12 (python3.11 not found on PATH); install it and retry." >&2; exit 1; fi
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@test -x $(VENV)/bin/uv || { awk '/^uv==/{p=1;print;next} p&&/^[^ ]/{p=0} p' .requirements.lock > $(VENV)/uv.lock.txt \
 		&& $(PY) -m pip install --quiet --disable-pip-version-check --require-hashes --no-deps -r $(VENV)/uv.lock.txt; }
 	@# Bytecode compiled at install, as pip does: the first command starts as fast as later ones.
-	$(VENV)/bin/uv pip install --quiet --python $(PY) --compile-bytecode --require-hashes -r .requirements.lock
-	$(VENV)/bin/uv pip install --quiet --python $(PY) --no-deps --no-build-isolation -e .
+	$(UV_PIP) --compile-bytecode --require-hashes -r .requirements.lock
+	$(UV_PIP) --no-deps --no-build-isolation -e .
 	@# Our own bytecode too: the first command and a PYTHONDONTWRITEBYTECODE shell start as fast.
 	$(PY) -m compileall -q dashboard probes
 	@touch $@
@@ -35,7 +39,7 @@ UV_VERSION := 0.13.9
 lock:
 	@test -x $(VENV)/bin/uv || { test -x $(PY) || $(PYTHON) -m venv $(VENV); \
 		$(PY) -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION); }
-	echo "uv==$(UV_VERSION)" | $(VENV)/bin/uv pip compile pyproject.toml - --extra embedded --extra test \
+	echo "uv==$(UV_VERSION)" | $(UV) pip compile --system-certs pyproject.toml - --extra embedded --extra test \
 		--universal --python-version 3.11 --generate-hashes --custom-compile-command "make lock" \
 		--quiet $(ARGS) -o .requirements.lock
 
