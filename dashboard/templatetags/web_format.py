@@ -144,3 +144,13 @@ def metric_label(key: str) -> str:
     """A metric's human name ("Output speed"), never its raw key (output_tps)."""
     metric = METRICS.get(key)
     return metric.label if metric else key
+
+
+@register.filter
+def column_label(key: str) -> str:
+    """A column's name with its unit ("TTFT, ms"), for a table cell that stands alone on a
+    phone (the data-label a stacked row shows in place of the header it lost)."""
+    metric = METRICS.get(key)
+    if not metric:
+        return key
+    return f"{metric.label}, {metric.unit}" if metric.unit else metric.label
