@@ -106,6 +106,36 @@ def test_a_run_finished_while_the_database_is_away_is_written_when_it_comes_back
     assert ProbeRun.objects.get().status == "ok"
 
 
+def test_a_slot_that_starts_as_the_database_goes_away_is_measured_and_recorded(
+    make_probe, processes, clean_redis, db_proxy
+):
+    # Issue 32 item 8: with Postgres away for 60 s, a slot taken 2 s before was lost: its
+    # task could not read the probe, retried until its message expired at the next slot,
+    # and Celery dropped it. The worker's last read of the probe stands in now.
+    from probes.recording.recorder import drain_spool
+    from probes.recording.run_spool import SPOOL_KEY
+
+    probe = make_probe("sim-fast")
+    worker = processes.worker("w1", concurrency=1, db_port=db_proxy.port)
+    earlier = current_slot()
+    run_probe.apply_async(args=[probe.pk, earlier.isoformat()], queue="probes.local")
+    assert wait_for(lambda: len(runs_of(probe)) == 1, 20), worker.output()
+
+    db_proxy.down()
+    slot = current_slot()
+    assert slot != earlier
+    # It expires soon after the database went away, as a slot's message does at the next.
+    expires = datetime.now(UTC) + timedelta(seconds=15)
+    run_probe.apply_async(args=[probe.pk, slot.isoformat()], queue="probes.local", expires=expires)
+    # Measured all the same, and kept in the spool while the database stays away.
+    assert wait_for(lambda: clean_redis.llen(SPOOL_KEY) == 1, 60), worker.output()
+    db_proxy.up()
+
+    drain_spool()
+    (run,) = ProbeRun.objects.filter(probe=probe, slot_at=slot)
+    assert run.status == "ok"
+
+
 def test_worker_and_beat_reconnect_after_redis_restarts(processes, private_redis, db):
     env = {"DISPATCH_INTERVAL_S": "1"}
     worker = processes.worker("w1", queues="celery", broker=private_redis.url, env=env)
