@@ -62,6 +62,18 @@ def _free_slots_of_a_previous_run(sender, **kwargs) -> None:
         how = "that stopped" if clean else "that died"
         log.warning("Freed %d slot(s) held by a previous %s %s", freed, sender.hostname, how)
     _settle_previous_run(sender.hostname, clean)
+    _read_probes_ahead(sender.hostname)
+
+
+def _read_probes_ahead(worker: str) -> None:
+    """Its region's probes, read before any slot: a slot taken as the database goes away
+    runs on them (probes/recording/standby.py)."""
+    try:
+        standby.warm(settings.PROBE_REGION, worker)
+    except DB_ERRORS as exc:
+        log.warning("Could not read the probes ahead (%s): each is read by its first slot", exc)
+    finally:
+        connections.close_all()  # before the pool forks: no connection shared by children
 
 
 def _settle_previous_run(worker: str, clean: bool) -> None:

@@ -10,7 +10,8 @@ probe, and a slot that meets the database away runs on the last one: the probe a
 was a slot ago (nobody can edit it while the database is away), its windows, price and
 calibration. The sweeper closes its ledger row from the run once the spool is written.
 
-A probe this process never read (a fresh worker) still waits for the database.
+A worker reads its region's active probes as it starts (`warm`), so one started just
+before an outage has them too.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 
 from django.db import InterfaceError, OperationalError
 
@@ -61,3 +63,18 @@ def recall(probe_id: int) -> Reads | None:
     if reads is None or time.monotonic() - reads.read_at > KEPT_FOR_S:
         return None
     return reads
+
+
+def warm(region: str, worker: str) -> int:
+    """Read every active probe of `region` as a slot would (a worker starting): how many."""
+    from probes.recording.recorder import latest_calibration
+    from probes.scheduling.maintenance import pausing_windows
+
+    ceiling = latest_calibration(worker)
+    now = datetime.now(UTC)
+    probes = Probe.objects.active().filter(region=region)
+    probes = probes.select_related("endpoint__provider", "workload")
+    for probe in probes:
+        keep(probe, pausing_windows(probe.endpoint))
+        keep_plan(probe.pk, probe.endpoint.price_at(now), ceiling)
+    return len(probes)
