@@ -267,6 +267,9 @@ def main() -> int:
         first = wait_for(stack, "a run stored", lambda led: led["runs"] > 0)
         log(f"first run of the simulator stored ({first['runs']} so far)")
         faults(stack)
+    except BaseException:
+        log(f"failed after {time.monotonic() - start:.0f} s")
+        raise
     finally:
         if stack is not None:
             stack.run("down", "-v", "--remove-orphans", "-t", "30", check=False)
