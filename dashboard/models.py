@@ -55,6 +55,10 @@ class RunRollup(models.Model):
     # the valid ones: the leaderboard's "valid 98 %" for JSON and tool-call workloads.
     checked_runs = models.PositiveIntegerField(default=0)
     valid_runs = models.PositiveIntegerField(default=0)
+    # Ok runs our own client may have set (client_bound: its loop was held, or the speed
+    # was near the worker's ceiling): left out of latency and speed statistics, and
+    # counted here so boards say how many and why.
+    client_bound_runs = models.PositiveIntegerField(default=0)
     last_run_at = models.DateTimeField(null=True)
 
     class Meta:
@@ -105,6 +109,7 @@ class WindowSnapshot(models.Model):
     approx_token_runs = models.PositiveIntegerField(default=0)  # as RunRollup's
     checked_runs = models.PositiveIntegerField(default=0)  # as RunRollup's
     valid_runs = models.PositiveIntegerField(default=0)  # as RunRollup's
+    client_bound_runs = models.PositiveIntegerField(default=0)  # as RunRollup's
     last_run_at = models.DateTimeField(null=True)
     # Lifetime rows only (the /metrics counters and histograms, dashboard/queries/lifetime.py):
     # the other token sums, and per exported histogram its Prometheus bucket counts

@@ -69,7 +69,7 @@ WITH runs AS (
     SELECT endpoint_id, workload_id, region,
            date_trunc(%(unit)s, started_at, 'UTC') AS bucket_start,
            started_at, status, output_tokens, input_tokens, cached_input_tokens,
-           reasoning_tokens, cost_usd, token_source, output_valid,
+           reasoning_tokens, cost_usd, token_source, output_valid, client_bound,
            {_METRIC_COLUMNS}
       FROM probes_proberun
      -- A group's requests ("step") are not ranked: its summary row ("group") is.
@@ -84,11 +84,12 @@ parts AS (
            count(*) FILTER (WHERE {_APPROX_SQL}) AS approx,
            count(*) FILTER (WHERE {_CHECKED_SQL}) AS checked,
            count(*) FILTER (WHERE {_CHECKED_SQL} AND output_valid) AS valid,
+           count(*) FILTER (WHERE status = 'ok' AND client_bound) AS bound,
            max(started_at) AS last_run_at
       FROM runs GROUP BY 1, 2, 3, 4, 6
     UNION ALL
     SELECT endpoint_id, workload_id, region, bucket_start, m.metric, ({_BUCKET_SQL})::text,
-           count(*), NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+           count(*), NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
       FROM runs CROSS JOIN LATERAL (VALUES {_METRIC_VALUES}) AS m(metric, v)
      WHERE status = 'ok' AND m.v IS NOT NULL
      GROUP BY 1, 2, 3, 4, 5, 6
@@ -97,7 +98,7 @@ INSERT INTO dashboard_runrollup (
     granularity, bucket_start, endpoint_id, workload_id, region, runs, ok_runs,
     status_counts, {_HIST_COLUMNS},
     sum_output_tokens, sum_input_tokens, sum_cached_tokens, sum_reasoning_tokens,
-    sum_cost_usd, approx_token_runs, checked_runs, valid_runs, last_run_at)
+    sum_cost_usd, approx_token_runs, checked_runs, valid_runs, client_bound_runs, last_run_at)
 SELECT %(granularity)s, bucket_start, endpoint_id, workload_id, region,
        sum(n) FILTER (WHERE kind = 'status'),
        coalesce(sum(n) FILTER (WHERE kind = 'status' AND k = 'ok'), 0),
@@ -106,7 +107,8 @@ SELECT %(granularity)s, bucket_start, endpoint_id, workload_id, region,
        coalesce(sum(output_tokens), 0), coalesce(sum(input_tokens), 0),
        coalesce(sum(cached_tokens), 0), coalesce(sum(reasoning_tokens), 0),
        coalesce(sum(cost), 0), coalesce(sum(approx), 0),
-       coalesce(sum(checked), 0), coalesce(sum(valid), 0), max(last_run_at)
+       coalesce(sum(checked), 0), coalesce(sum(valid), 0), coalesce(sum(bound), 0),
+       max(last_run_at)
   FROM parts
  GROUP BY endpoint_id, workload_id, region, bucket_start
 ON CONFLICT (granularity, endpoint_id, workload_id, region, bucket_start) DO UPDATE SET
@@ -116,7 +118,8 @@ ON CONFLICT (granularity, endpoint_id, workload_id, region, bucket_start) DO UPD
     sum_cached_tokens = EXCLUDED.sum_cached_tokens,
     sum_reasoning_tokens = EXCLUDED.sum_reasoning_tokens, sum_cost_usd = EXCLUDED.sum_cost_usd,
     approx_token_runs = EXCLUDED.approx_token_runs, checked_runs = EXCLUDED.checked_runs,
-    valid_runs = EXCLUDED.valid_runs, last_run_at = EXCLUDED.last_run_at
+    valid_runs = EXCLUDED.valid_runs, client_bound_runs = EXCLUDED.client_bound_runs,
+    last_run_at = EXCLUDED.last_run_at
 """
 
 _SERIES_FILTER = (

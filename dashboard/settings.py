@@ -156,6 +156,8 @@ MIDDLEWARE = [
     # First, so that every answer carries the policy: static files, redirects, 401s and
     # 429s made by the middleware below as well as the views' pages.
     "dashboard.middleware.ContentSecurityPolicy",
+    # Sees every answer the site gives, a view's unhandled exception turned into 500 too.
+    "dashboard.server_errors.CountServerErrors",
     "dashboard.middleware.ForwardedProtoFromTrustedProxies",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",

@@ -100,7 +100,7 @@ def plan_window(start: datetime, now: datetime, *, use_days: bool = True) -> Pla
 
 # Counts of kinds of ok runs, rolled up beside the histograms (RunRollup and
 # WindowSnapshot columns of these names) and summed wherever aggregates merge.
-RUN_COUNTS = ("approx_token_runs", "checked_runs", "valid_runs")
+RUN_COUNTS = ("approx_token_runs", "checked_runs", "valid_runs", "client_bound_runs")
 
 
 @dataclass
@@ -122,6 +122,9 @@ class Agg:
     approx_token_runs: int = 0
     checked_runs: int = 0
     valid_runs: int = 0
+    # Ok runs left out of latency and speed statistics because our client may have set
+    # them (client_bound): the boards say how many.
+    client_bound_runs: int = 0
     # The raw values added one by one (add_value), per metric: while a metric has only
     # those (no rolled-up histogram merged in), its percentiles are exact, not a bucket's.
     exact: dict[str, list[float]] = field(default_factory=dict, repr=False)
@@ -205,6 +208,10 @@ class Agg:
     def approx_tokens_share(self) -> float | None:
         """Of the ok runs, the share whose token counts are not the provider's usage."""
         return self.approx_token_runs / self.ok_runs if self.ok_runs else None
+
+    def counted(self, metric: str) -> int:
+        """How many runs `metric`'s statistics take (contract.counts_for_metric)."""
+        return sum(self.hists.get(metric, {}).values())
 
     @property
     def valid_share(self) -> float | None:
@@ -331,6 +338,7 @@ def with_raw_tail(
             continue  # failed runs count for availability, never for latency or speed
         agg.ok_runs += 1
         agg.approx_token_runs += approx_tokens(source)
+        agg.client_bound_runs += bool(bound)
         if answer_checked(status, valid):
             agg.checked_runs += 1
             agg.valid_runs += valid

@@ -246,17 +246,13 @@ def claims_for(
 def best_claims(
     claims: list[Claim], agg: Agg, measured: dict[str, float | None] | None = None
 ) -> list[ClaimVsMeasured]:
-    """One claim per metric beside our median: the most specific (about the workload,
-    then about the endpoint), then the newest (published_on, then id). `measured` names
+    """One claim per metric beside our median, the one whose Claim.precedence stands
+    (the most specific, then the newest; undated claims oldest). `measured` names
     the figure a claim is compared with where the median is not it (a concurrent board's
     per-stream speed for a tokens/s claim, not the batch's aggregate)."""
     measured = measured or {}
     chosen: dict[str, Claim] = {}
-
-    def rank(c: Claim) -> tuple:
-        return (c.workload_id is not None, c.endpoint_id is not None, c.published_on or 0, c.pk)
-
-    for c in sorted(claims, key=rank):
+    for c in sorted(claims, key=Claim.precedence):
         chosen[c.metric] = c
     return [
         ClaimVsMeasured(

@@ -13,6 +13,7 @@ from django.db import DatabaseError, connection
 from django.db.models import Count, Max, Q
 from django.utils import timezone
 
+from dashboard import server_errors
 from dashboard.devstack.runstate import running_state
 from dashboard.devstack.supervisor import describe_exit
 from dashboard.env import first_line, url_without_password
@@ -125,6 +126,27 @@ def _queue_names(client: redis.Redis) -> set[str]:
             names.add(member.split("\x06\x16")[-1])
     # Celery's own broadcast (pidbox) and event queues are not work queues.
     return {n for n in names if n and not n.endswith(".pidbox") and not n.startswith("celeryev.")}
+
+
+def check_pages(client: redis.Redis, now: datetime) -> Check:
+    """Server errors the site answered lately (dashboard/server_errors.py): a page that
+    fails on some data is down for its readers while every service answers."""
+    minutes = int(server_errors.WINDOW.total_seconds() // 60)
+    try:
+        recent = server_errors.recent(client, now)
+    except redis.RedisError:
+        return Check("pages", FAIL, "Unknown: Redis is unreachable.")
+    if not recent.count:
+        return Check("pages", OK, f"No page answered a server error in the last {minutes} min.")
+    details = [{"status": recent.last_status, "path": recent.last_path, "at": recent.last_at}]
+    return Check(
+        "pages",
+        WARN,
+        f"{recent.count} server error(s) (5xx) in the last {minutes} min; the latest, "
+        f"{recent.last_status} on {recent.last_path}, at {recent.last_at[:19]} UTC: see the "
+        "web process's log.",
+        details,
+    )
 
 
 def check_queues(client: redis.Redis) -> Check:
@@ -384,7 +406,7 @@ def run_checks() -> list[Check]:
         # One clear line for Redis instead of three timeouts.
         checks += [
             Check(name, FAIL, "Unknown: Redis is unreachable.")
-            for name in ("workers", "beat", "queues", "spool")
+            for name in ("workers", "beat", "queues", "spool", "pages")
         ]
     else:
         checks += [
@@ -392,6 +414,7 @@ def run_checks() -> list[Check]:
             check_beat(client, now),
             check_queues(client),
             check_spool(client),
+            check_pages(client, now),
         ]
     if database_up:
         checks += [

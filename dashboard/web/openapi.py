@@ -88,8 +88,9 @@ def _leaderboard_row() -> dict:
         "rank": {
             "type": ["integer", "null"],
             "description": "Place by the workload's rank metric (output speed, TTFT, tool-call "
-            "or first-sentence time, loop time), 1 = best; null where the row has fewer than "
-            "RANK_MIN_OK_RUNS (3) successful runs or no such figure in the window (see "
+            "or first-sentence time, loop time), 1 = best; null where fewer than "
+            "RANK_MIN_OK_RUNS (3) successful runs in the window count for that metric "
+            "(client-bound runs never do, runs too short for a speed not for a speed; see "
             "unranked_reason). Ranked rows come first.",
         },
         "unranked_reason": {"type": ["string", "null"]},

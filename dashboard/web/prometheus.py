@@ -174,8 +174,9 @@ def _ratios(out: Exposition, now: datetime, series_labels) -> None:
 
 
 def claim_rows(endpoints: dict[int, Endpoint]) -> list[tuple[Endpoint, Claim]]:
-    """(endpoint, claim) for every claim and every endpoint it covers; newest first."""
-    claims = list(Claim.objects.filter(metric__in=CLAIM_GAUGES))
+    """(endpoint, claim) for every claim and every endpoint it covers; the claim that
+    stands first (Claim.precedence: an undated claim after every dated one)."""
+    claims = sorted(Claim.objects.filter(metric__in=CLAIM_GAUGES), key=Claim.precedence)[::-1]
     return [(e, c) for e in endpoints.values() for c in claims if c.covers(e, c.workload_id)]
 
 

@@ -15,6 +15,7 @@ from django.utils import timezone
 from probes import kinds
 from probes.engine import contract
 from probes.engine.contract import STATUS_CHOICES
+from probes.engine.left_out import left_out_why
 from probes.models.providers import Endpoint
 from probes.models.workloads import Probe, Workload
 
@@ -178,6 +179,15 @@ class ProbeRun(models.Model):
     @property
     def ok(self) -> bool:
         return self.status == "ok"
+
+    @property
+    def left_out(self) -> list[tuple[str, str]]:
+        """(flag, tooltip) for each reason its figures stay out of statistics."""
+        return left_out_why(
+            client_bound=self.client_bound,
+            short_output=self.short_output,
+            stopped_short=self.stopped_short,
+        )
 
     @property
     def approx_tokens(self) -> bool:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import date
+
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
@@ -236,9 +238,21 @@ class Claim(models.Model):
         who = self.endpoint or f"{self.provider} · {self.canonical_model}"
         return f"{who}: {self.metric} {self.display_value}"
 
+    def precedence(self) -> tuple:
+        """Which of several claims of one figure stands (the largest): the most specific
+        (about a workload, then about the endpoint), then the newest. A claim without a
+        date is older than any dated one, and among equals the later-entered (pk) wins."""
+        return (
+            self.workload_id is not None,
+            self.endpoint_id is not None,
+            self.published_on is not None,
+            self.published_on or date.min,
+            self.pk or 0,
+        )
+
     @property
     def display_value(self) -> str:
-        if self.value_high:
+        if self.value_high is not None:
             return f"{self.value:,.0f}–{self.value_high:,.0f}"
         return f"{self.value:,.0f}"
 

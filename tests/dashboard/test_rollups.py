@@ -12,6 +12,7 @@ from django.db import connection
 
 from dashboard import histogram, rollups
 from dashboard.models import RunRollup
+from dashboard.queries import aggregates
 from probes.models import ProbeRun
 from probes.platform.timefloors import floor_hour
 from probes.recording import retention
@@ -108,6 +109,27 @@ def test_counts_include_failures_and_histograms_only_ok_runs(make_probe):
     assert row.status_counts == {"ok": 30 - failed, "server_error": failed}
     assert histogram.count(row.hist_ttft_ms) == 30 - failed
     assert row.sum_output_tokens == sum(r.output_tokens or 0 for r in runs)
+
+
+@pytest.mark.django_db
+def test_client_bound_runs_are_counted_and_left_out_of_every_histogram(make_probe):
+    """The rollup counts the ok runs our client may have set, as the raw tail does, so a
+    board over any window can say how many it left out (dashboard/queries/ranking.py)."""
+    probe = make_probe()
+    runs = add_runs(probe, DAY0, hours=1, per_hour=30, rng=random.Random(5))
+    ok = [r for r in runs if r.status == "ok"]
+    bound = ok[:7]
+    ProbeRun.objects.filter(pk__in=[r.pk for r in bound]).update(client_bound=True)
+    rollups.recompute_span(DAY0, DAY0 + timedelta(hours=1))
+
+    row = RunRollup.objects.get(granularity="hour")
+    assert row.client_bound_runs == 7
+    assert histogram.count(row.hist_ttft_ms) == len(ok) - 7
+    plan = aggregates.plan_window(DAY0, DAY0 + timedelta(hours=3))
+    scope = aggregates.Q(endpoint_id=probe.endpoint_id)
+    figures = aggregates.rollup_aggregates(scope, plan, ("endpoint_id",), "none", ("ttft_ms",))
+    (agg,) = figures.values()
+    assert agg.client_bound_runs == 7 and agg.counted("ttft_ms") == len(ok) - 7
 
 
 @pytest.mark.django_db

@@ -13,6 +13,7 @@ from django.urls import reverse
 from dashboard import charts
 from dashboard.queries import filters as query_filters
 from dashboard.queries import leaderboard as leaderboards
+from probes.engine import left_out
 
 from .conftest import make_run
 
@@ -130,3 +131,41 @@ def test_a_claim_stands_only_beside_a_figure_the_board_measures(client, catalog)
     make_run(fast, workload, ago=timedelta(minutes=2), output_tps=1800.0)
     (row,) = [r for r in board().rows if r.endpoint.pk == fast.pk]
     assert [str(c) for c in row.claims] == ["claimed 2,100 · measured 1,800 · 86 %"]
+
+
+ALL_BOUND = "Every successful run was client-bound (our own measuring loop lagged): none counts."
+TWO_BOUND = "Too few runs: 1 counted in this window, 3 needed to rank; left out: 2 client-bound."
+
+
+@pytest.fixture
+def client_bound_runs(catalog):
+    """fast: three full-length runs, all flagged client-bound; mid: three, two of them
+    flagged; oss: three clean ones, one of them too short for a speed."""
+    e, workload = catalog["endpoints"], catalog["workload"]
+    for minutes in (5, 10, 15):
+        make_run(e["fast"], workload, ago=timedelta(minutes=minutes), client_bound=True)
+        make_run(e["mid"], workload, ago=timedelta(minutes=minutes), client_bound=minutes > 5)
+        make_run(e["oss"], workload, ago=timedelta(minutes=minutes), short_output=minutes == 5)
+    return catalog
+
+
+def test_an_unranked_rows_reason_is_the_one_that_applied(client, client_bound_runs):
+    e = client_bound_runs["endpoints"]
+    too_short = "Too few runs: 2 counted in this window, 3 needed to rank; left out: 1 too short."
+    expected = {e["fast"].pk: ALL_BOUND, e["mid"].pk: TWO_BOUND, e["oss"].pk: too_short}
+    reasons = {r.endpoint.pk: r.unranked_reason for r in board().rows}
+    assert {pk: reasons[pk] for pk in expected} == expected
+    html = client.get(reverse("leaderboard")).content.decode()
+    for reason in expected.values():
+        assert f"Not ranked: {reason}" in html
+    rows = client.get(reverse("api-leaderboard")).json()["rows"]
+    api = {row["endpoint_id"]: row["unranked_reason"] for row in rows}
+    assert {pk: api[pk] for pk in expected} == expected
+
+
+def test_a_client_bound_runs_page_says_why_it_is_left_out(client, client_bound_runs):
+    run = client_bound_runs["endpoints"]["fast"].runs.first()
+    html = client.get(reverse("run", args=[run.pk])).content.decode()
+    flag, why = left_out.LEFT_OUT_WHY["client_bound"]
+    assert f'<span class="flag left-out" title="{why}">{flag}</span>' in html
+    assert flag in ALL_BOUND  # the board counts in the run page's words
