@@ -143,7 +143,7 @@ def sweep_dispatched_slots() -> dict:
     now = datetime.now(UTC)
     try:
         beats = heartbeat.read_heartbeats("worker")
-        kinds = ("stopped", "started", "killed", "db-away")
+        kinds = ("stopped", "started", "killed", "db-away", "broker-away")
         marks = {kind: heartbeat.read_heartbeats(kind) for kind in kinds}
     except redis.RedisError:
         beats, marks = None, {}  # no heartbeats to judge by: deadlines and leases alone
@@ -152,6 +152,7 @@ def sweep_dispatched_slots() -> dict:
         started=marks.get("started", {}),
         killed=marks.get("killed", {}),
         db_away=marks.get("db-away", {}),
+        broker_away=marks.get("broker-away", {}),
     )
     if beats is not None:
         fresh = now - timedelta(seconds=ledger.WORKER_SILENT_AFTER_S)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -212,3 +213,94 @@ def test_a_hanging_flooding_or_garbage_provider_costs_one_slot_and_blocks_no_one
     for run in ProbeRun.objects.select_related("endpoint__provider"):
         limit_ms = run.endpoint.provider.total_timeout_s * 1000
         assert (run.e2e_ms or 0) <= limit_ms + 500, (run.status, run.e2e_ms)
+
+
+@pytest.fixture
+def broker_proxy(clean_redis):
+    """A TCP relay in front of the test's Redis, for a worker's broker connection only."""
+    from urllib.parse import urlsplit
+
+    from django.conf import settings
+
+    from tests.probes.conftest import TcpProxy
+
+    parts = urlsplit(settings.CELERY_BROKER_URL)
+    proxy = TcpProxy(parts.port or 6379)
+    proxy.up()
+    proxy.url = parts._replace(netloc=f"127.0.0.1:{proxy.port}").geturl()
+    yield proxy
+    proxy.down()
+
+
+def hold_a_slot_across_a_broker_blink(make_probe, processes, broker_proxy, clean_redis, slot_in):
+    """A slot queued with its phase still to come (a countdown), so the worker holds it
+    unstarted; the broker connection breaks, and comes back after the countdown ended."""
+    from django.conf import settings
+
+    from probes.scheduling import ledger
+
+    probe = make_probe("sim-fast", interval_s=300)
+    # Heartbeats and marks on the real Redis: only the broker connection blinks.
+    env = {"REDIS_URL": settings.REDIS_URL}
+    worker = processes.worker("w1", concurrency=1, broker=broker_proxy.url, env=env)
+    assert wait_for(lambda: "ready" in worker.output(), 30), worker.output()
+    slot = current_slot()
+    next_at = slot + slot_in
+    now = datetime.now(UTC)
+    ledger.entry_for(probe, slot, next_at, now).save()
+    sent = datetime.now(UTC)
+    run_probe.apply_async(
+        args=[probe.pk, slot.isoformat()], queue="probes.local", countdown=8, expires=next_at
+    )
+    # kombu keeps a message a worker took, unacked, in this hash until it is acked.
+    assert wait_for(lambda: clean_redis.hlen("unacked") == 1, 15), worker.output()
+    assert clean_redis.llen("probes.local") == 0
+    broker_proxy.down()
+    assert wait_for(lambda: "lost" in worker.output().lower(), 15), worker.output()
+    # Away past the countdown: the held copy cannot have been handed back and run.
+    time.sleep(max(0.0, (sent + timedelta(seconds=10) - datetime.now(UTC)).total_seconds()))
+    broker_proxy.up()
+    assert wait_for(lambda: worker.output().count("Connected to") >= 2, 30), worker.output()
+    return probe, slot, worker
+
+
+def test_a_slot_held_when_the_broker_connection_breaks_is_re_sent_and_runs(
+    make_probe, processes, broker_proxy, clean_redis
+):
+    # Issue 32: 60 s of Redis away lost the slots the worker held (Celery drops them with
+    # the connection; Redis gives them back after an hour, past their expiry).
+    from probes.models import DispatchedSlot
+    from probes.tasks import sweep_dispatched_slots
+
+    probe, slot, worker = hold_a_slot_across_a_broker_blink(
+        make_probe, processes, broker_proxy, clean_redis, timedelta(seconds=300)
+    )
+    row = DispatchedSlot.objects.get(probe=probe, slot_at=slot)
+    due = wait_for(lambda: DispatchedSlot.objects.get(pk=row.pk).deadline <= datetime.now(UTC), 30)
+    row.refresh_from_db()
+    assert due, (row.state, row.reason, worker.output()[-3000:])
+    assert sweep_dispatched_slots()["resent"] == 1
+    assert wait_for(lambda: len(runs_of(probe)) == 1, 30), worker.output()
+    sweep_dispatched_slots()
+    row.refresh_from_db()
+    assert (row.state, row.reason_code) == ("done", "ran_after_resend")
+    assert [r.slot_at for r in runs_of(probe)] == [slot]
+
+
+def test_a_dropped_slot_too_late_to_re_send_is_skipped_as_broker_away_not_lost(
+    make_probe, processes, broker_proxy, clean_redis
+):
+    from probes.models import DispatchedSlot
+    from probes.tasks import sweep_dispatched_slots
+
+    # Its next slot is due before a re-send could start: re-sending would bunch the two.
+    probe, slot, worker = hold_a_slot_across_a_broker_blink(
+        make_probe, processes, broker_proxy, clean_redis, timedelta(seconds=16)
+    )
+    row = DispatchedSlot.objects.get(probe=probe, slot_at=slot)
+    assert wait_for(lambda: datetime.now(UTC) > row.next_at, 20)
+    report = sweep_dispatched_slots()
+    row.refresh_from_db()
+    assert report["skipped"] == 1, (report, row.state, row.reason, row.deadline, row.queued_at)
+    assert (row.state, row.reason_code) == ("skipped", "broker_away")
+    assert "Redis, the broker, went away" in row.reason and runs_of(probe) == []
