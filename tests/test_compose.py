@@ -27,22 +27,98 @@ def test_it_runs_every_part_of_inferwatch(compose):
 
 def test_every_service_has_a_healthcheck(compose):
     for name, service in compose["services"].items():
+        if name == "migrate":
+            continue  # a one-shot job: it is done when it exits 0
         assert service.get("healthcheck", {}).get("test"), f"{name} has no healthcheck"
 
 
+def test_healthchecks_pass_on_the_first_start(compose):
+    services = compose["services"]
+    # The first start's migrations run in `migrate`, before web starts; web is given two
+    # minutes all the same (it showed unhealthy on every first start).
+    assert services["web"]["healthcheck"]["start_period"] == "120s"
+    # Over TCP: during the image's first-start init, Postgres listens on its socket only.
+    assert "pg_isready -h 127.0.0.1" in " ".join(services["postgres"]["healthcheck"]["test"])
+
+
+def test_the_web_healthcheck_asks_as_an_allowed_host(compose, tmp_path):
+    """Run the healthcheck's own script against a local server: it must send a Host that
+    ALLOWED_HOSTS accepts (127.0.0.1 was answered 400 DisallowedHost: never healthy)."""
+    import http.server
+    import sys
+    import threading
+
+    hosts = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            hosts.append(self.headers["Host"])
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        test = compose["services"]["web"]["healthcheck"]["test"]
+        assert test[:3] == ["CMD", "python", "-c"]
+        script = test[3].replace("127.0.0.1:8000", f"127.0.0.1:{server.server_port}")
+        for allowed, expected in [
+            ("inferwatch.example.com,web", "inferwatch.example.com"),
+            (".example.com", "example.com"),
+            ("*", "localhost"),
+        ]:
+            env = {"ALLOWED_HOSTS": allowed, "PATH": "/usr/bin:/bin"}
+            done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True)
+            assert done.returncode == 0, done.stderr
+            assert hosts.pop() == expected, allowed
+    finally:
+        server.shutdown()
+
+
 def test_it_keeps_data_in_named_volumes(compose):
-    assert set(compose["volumes"]) == {"pgdata", "redisdata", "prometheusdata", "grafanadata"}
+    assert set(compose["volumes"]) == {
+        "pgdata",
+        "redisdata",
+        "runspool",
+        "runspool-eu-west",
+        "prometheusdata",
+        "grafanadata",
+    }
     assert "pgdata:/var/lib/postgresql/data" in compose["services"]["postgres"]["volumes"]
     assert "redisdata:/data" in compose["services"]["redis"]["volumes"]
 
 
-def test_web_migrates_on_start_then_serves_with_gunicorn(compose):
-    command = " ".join(compose["services"]["web"]["command"])
-    assert command.index("migrate --noinput") < command.index("gunicorn dashboard.wsgi")
+def test_each_worker_keeps_its_run_spool_on_a_volume_its_user_can_write(compose):
+    # Runs waiting for Postgres and Redis outlive the container, and the app's user (not
+    # root) can create them: the image makes the directory its own, and a new named volume
+    # starts as a copy of it.
+    for name, volume in (("worker", "runspool"), ("worker-eu-west", "runspool-eu-west")):
+        service = compose["services"][name]
+        spool = service["environment"]["RUN_SPOOL_DIR"]
+        assert f"{volume}:{spool}" in service["volumes"], name
+    dockerfile = compose["x-app"]["build"]["dockerfile_inline"]
+    assert f"mkdir -p {spool}" in dockerfile and "chown -R inferwatch /app/var" in dockerfile
+    assert dockerfile.index("chown -R inferwatch") < dockerfile.index("USER inferwatch")
+
+
+def test_a_one_shot_migrate_runs_before_web_the_workers_and_beat(compose):
+    services = compose["services"]
+    migrate = services["migrate"]
+    command = " ".join(migrate["command"])
+    assert command.index("migrate --noinput") < command.index("load_catalog")
+    assert migrate["restart"] == "no"
+    assert "migrate" not in " ".join(services["web"]["command"])
+    assert "exec gunicorn dashboard.wsgi" in " ".join(services["web"]["command"])
+    for name in ("web", "worker", "worker-eu-west", "beat"):
+        condition = services[name]["depends_on"]["migrate"]["condition"]
+        assert condition == "service_completed_successfully", name
 
 
 def test_app_services_wait_for_healthy_postgres_and_redis(compose):
-    for name in ("web", "worker", "worker-eu-west", "beat"):
+    for name in ("migrate", "web", "worker", "worker-eu-west", "beat"):
         depends = compose["services"][name]["depends_on"]
         assert depends["postgres"]["condition"] == "service_healthy", name
         assert depends["redis"]["condition"] == "service_healthy", name
@@ -69,6 +145,36 @@ def test_every_setting_is_taken_from_the_environment(compose):
         assert environment[f"{name}_FILE"].startswith("/run/secrets/"), name
 
 
+# Compose refuses to start without these (`environment:` secrets).
+REQUIRED_SECRETS = (
+    "SECRET_KEY",
+    "POSTGRES_PASSWORD",
+    "POSTGRES_SUPERUSER_PASSWORD",
+    "REDIS_PASSWORD",
+)
+OPTIONAL_SECRETS = (
+    "SECRET_KEY_FALLBACKS",
+    "FIELD_ENCRYPTION_KEY",
+    "FIELD_ENCRYPTION_KEY_FALLBACKS",
+    "EMAIL_HOST_PASSWORD",
+    "METRICS_BEARER_TOKEN",
+)
+
+
+def test_optional_secrets_are_not_required_and_empty_when_not_given(compose):
+    # Compose refuses an unset variable behind an `environment:` secret and writes no file
+    # for an empty one (the app then stopped on the missing file): an optional secret is a
+    # file the operator may name, else /dev/null, which the app reads as "not set".
+    for name in OPTIONAL_SECRETS:
+        assert compose["secrets"][name.lower()] == {"file": f"${{{name}_FILE:-/dev/null}}"}, name
+    from dashboard.env import env_secret, env_secret_list
+
+    assert env_secret_list("SECRET_KEY_FALLBACKS", {"SECRET_KEY_FALLBACKS_FILE": "/dev/null"}) == []
+    assert (
+        env_secret("FIELD_ENCRYPTION_KEY", environ={"FIELD_ENCRYPTION_KEY_FILE": "/dev/null"}) == ""
+    )
+
+
 def _secret_files(compose, service: str) -> dict[str, str]:
     """The variables of `service` that name a Docker secret's file, by secret name."""
     environment = compose["services"][service]["environment"]
@@ -89,18 +195,9 @@ def test_secrets_reach_every_service_as_docker_secrets(compose):
         assert set(files) <= set(declared), service
     # No password or key is interpolated into a plain variable or a URL anywhere.
     text = (ROOT / "docker-compose.yml").read_text()
-    for name in (
-        "SECRET_KEY",
-        "SECRET_KEY_FALLBACKS",
-        "FIELD_ENCRYPTION_KEY",
-        "FIELD_ENCRYPTION_KEY_FALLBACKS",
-        "POSTGRES_PASSWORD",
-        "POSTGRES_SUPERUSER_PASSWORD",
-        "REDIS_PASSWORD",
-        "EMAIL_HOST_PASSWORD",
-        "METRICS_BEARER_TOKEN",
-    ):
-        assert f"${{{name}" not in text, name
+    for name in REQUIRED_SECRETS + OPTIONAL_SECRETS:
+        assert f"${{{name}}}" not in text and f"${{{name}:" not in text, name
+    for name in REQUIRED_SECRETS:
         assert declared[name.lower()]["environment"] == name
     web = compose["services"]["web"]["environment"]
     assert web["DATABASE_URL"] == "postgresql://inferwatch@postgres:5432/inferwatch"
@@ -130,6 +227,8 @@ def test_redis_requires_a_password_from_a_docker_secret(compose):
     # On the command line the password would show in `ps`: it goes through a file.
     assert "--requirepass" not in command
     assert "REDISCLI_AUTH" in " ".join(redis["healthcheck"]["test"])
+    # Not root: its command starts with sh, which the image's entrypoint leaves as root.
+    assert redis["user"] == "redis"
     for name in ("web", "worker", "worker-eu-west", "beat"):
         environment = compose["services"][name]["environment"]
         assert environment["REDIS_PASSWORD_FILE"] == "/run/secrets/redis_password", name
@@ -173,6 +272,27 @@ def test_the_image_is_built_without_a_top_level_dockerfile(compose):
     build = compose["x-app"]["build"]
     assert "FROM python:3.11" in build["dockerfile_inline"]
     assert not (ROOT / "Dockerfile").exists()
+
+
+def test_the_image_installs_pinned_versions_from_the_lock_file(compose):
+    dockerfile = compose["x-app"]["build"]["dockerfile_inline"]
+    assert "pip install --require-hashes -r .requirements.lock" in dockerfile
+    assert "pip install --no-deps --no-build-isolation" in dockerfile
+    lock = (ROOT / ".requirements.lock").read_text()
+    pinned = {m.lower().replace("_", "-") for m in re.findall(r"^([A-Za-z0-9_.-]+)==", lock, re.M)}
+    assert {"gunicorn", "setuptools"} <= pinned
+    # Every dependency of the project is in it (with --require-hashes nothing else installs).
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    for requirement in project["dependencies"]:
+        name = re.match(r"[A-Za-z0-9_.-]+", requirement).group().lower().replace("_", "-")
+        assert name in pinned, name
+
+
+def test_the_grafana_profile_downloads_nothing_at_start(compose):
+    grafana = compose["services"]["grafana"]["environment"]
+    assert grafana["GF_INSTALL_PLUGINS"] == "${GRAFANA_PLUGINS:-}"
 
 
 def test_the_observability_profile_wires_prometheus_and_grafana_to_the_app(compose, tmp_path):

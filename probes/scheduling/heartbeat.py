@@ -74,7 +74,8 @@ def read_heartbeats(kind: str, client: redis.Redis | None = None) -> dict[str, d
 # -- what the sweeper knows of workers that went away -----------------------------------------
 # Kinds of marks: "stopped" (a clean shutdown began), "started" (a worker started),
 # "killed" (it restarted without a clean stop), "db-away" (a worker could not reach the
-# database). read_heartbeats(kind) reads them.
+# database), "broker-away" (a worker connected to Redis again: broker_outage.py).
+# read_heartbeats(kind) reads them.
 
 
 def record_mark(kind: str, name: str, client: redis.Redis | None = None) -> None:

@@ -157,6 +157,7 @@ class Known:
     started: dict[str, datetime] = field(default_factory=dict)  # workers' last starts
     killed: dict[str, datetime] = field(default_factory=dict)  # restarted after dying
     db_away: dict[str, datetime] = field(default_factory=dict)  # database unreachable
+    broker_away: dict[str, datetime] = field(default_factory=dict)  # reconnected to Redis
     alive: int | None = None  # workers beating now (None: Redis could not say)
 
 
@@ -235,6 +236,32 @@ def _cause(row: DispatchedSlot, known: Known) -> tuple[SlotReason, str]:
     return QUEUE_BACKED_UP, f"no worker of region {row.region} started it in time"
 
 
+def settle_soon(slots: Collection[tuple[int, datetime]], now: datetime) -> int:
+    """Slots whose message a worker dropped unstarted (broker_outage.py): due now, so the
+    next sweep re-sends or skips them instead of waiting for the probe's next slot."""
+    moved = 0
+    for probe_id, slot_at in slots:
+        moved += DispatchedSlot.objects.filter(
+            probe_id=probe_id, slot_at=slot_at, state__in=("queued", "retried"), deadline__gt=now
+        ).update(deadline=now)
+    return moved
+
+
+def _broker_dropped(row: DispatchedSlot, known: Known) -> str:
+    """Why a slot never started because Redis went away after it was queued, or "": its
+    message was dropped with the connection (or the queue with Redis itself), like a slot
+    that could not be dispatched while Redis was away."""
+    if row.state not in ("queued", "retried"):
+        return ""
+    away = _since(known.broker_away, row)
+    if not away:
+        return ""
+    return (
+        f"Redis, the broker, went away after it was queued ({', '.join(away)} reconnected): "
+        "its message was dropped, and it could not start again before the next slot"
+    )
+
+
 def abandon_started(worker: str, now: datetime | None = None) -> int:
     """A worker starts under `worker`'s name: the slots its previous run left started
     are overdue now (the next sweep settles them), not at a deadline an hour away."""
@@ -304,6 +331,16 @@ def settle(
                 # was and the next sweep tries again.
                 resend(row)
         return "resent" if won else ""
+    # The broker's going away is a cause known for sure; "restarting" is a heuristic.
+    dropped = _broker_dropped(row, known)
+    if dropped:
+        won = _as_seen(row).update(
+            state="skipped",
+            reason_code=SlotReason.BROKER_AWAY.value,
+            reason=f"Skipped: {dropped}."[:1000],
+            closed_at=now,
+        )
+        return "skipped" if won else ""
     if stopped:
         # A clean stop is not a failure: the slot is skipped, saying so.
         won = _as_seen(row).update(

@@ -20,6 +20,16 @@ def window_at(
     windows = MaintenanceWindow.objects.covering(endpoint)
     if pausing:
         windows = windows.filter(pause_probes=True)
+    return active(windows, when)
+
+
+def pausing_windows(endpoint: Endpoint) -> list[MaintenanceWindow]:
+    """The enabled windows of the endpoint or its provider that pause probes, read once
+    (a worker keeps them with the probe: probes/recording/standby.py)."""
+    return list(MaintenanceWindow.objects.covering(endpoint).filter(pause_probes=True))
+
+
+def active(windows, when: datetime) -> MaintenanceWindow | None:
     return next((w for w in windows if w.active_at(when)), None)
 
 

@@ -24,6 +24,7 @@ class SlotReason(StrEnum):
     PROVIDER_BACKING_OFF = "provider_backing_off"
     CAP_TOO_NARROW = "cap_too_narrow"
     STOPPED = "stopped"
+    BROKER_AWAY = "broker_away"
     # lost: ended with no run, our failure
     WORKER_KILLED = "worker_killed"
     DATABASE_AWAY = "database_away"
@@ -50,6 +51,7 @@ LABELS = {
     SlotReason.PROVIDER_BACKING_OFF: "provider backing off",
     SlotReason.CAP_TOO_NARROW: "cap too narrow",
     SlotReason.STOPPED: "worker stopped",
+    SlotReason.BROKER_AWAY: "broker away",
     SlotReason.WORKER_KILLED: "worker killed",
     SlotReason.DATABASE_AWAY: "database away",
     SlotReason.OVER_BUDGET: "ran past its budget",

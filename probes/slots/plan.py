@@ -23,7 +23,7 @@ from probes.engine import Limits, Prices, ProbeRequest
 from probes.engine.telemetry import Telemetry
 from probes.kinds.requests import length_fields, prompt_spec, seed_at, seed_for
 from probes.models import Price, Probe, ProbeRun, WorkerCalibration
-from probes.recording import live_secrets, recorder
+from probes.recording import live_secrets, recorder, standby
 
 # Run groups of scheduled slots are derived from the slot, so a redelivered slot keeps
 # the group its first requests were recorded under.
@@ -61,16 +61,28 @@ def plan(
     endpoint, workload = probe.endpoint, probe.workload
     provider = endpoint.provider
     done: set[int] = set()
-    if slot_at is not None:
-        done = set(
-            ProbeRun.objects.filter(probe=probe, slot_at=slot_at).values_list(
-                "request_index", flat=True
+    try:
+        if slot_at is not None:
+            done = set(
+                ProbeRun.objects.filter(probe=probe, slot_at=slot_at).values_list(
+                    "request_index", flat=True
+                )
             )
-        )
+        price = endpoint.price_at(datetime.now(UTC))
+        ceiling = recorder.latest_calibration(worker)
+    except standby.DB_ERRORS:
+        # Taken as the database went away: this worker's last reads stand in (nothing of
+        # the slot is recorded yet, and a row recorded twice is inserted once).
+        kept = standby.recall(probe.pk)
+        if kept is None or not kept.planned:
+            raise
+        done, price, ceiling = set(), kept.price, kept.ceiling
+    else:
+        standby.keep_plan(probe.pk, price, ceiling)
     group = run_group_for(probe.pk, slot_at)
-    # Read now, while the database answers: the recorder scrubs every run with it.
+    # Read now, while the database answers (else the last list stands): the recorder
+    # scrubs every run with it.
     live_secrets.live_secrets(refresh=True)
-    price = endpoint.price_at(datetime.now(UTC))
     key = provider.resolve_key()
     problem = key.problem or missing_key(provider, key)
     kind = kinds.of(workload)
@@ -92,7 +104,7 @@ def plan(
         cap=cap,
         footprint=None if problem else kind.footprint(workload, cap),
         price=price,
-        ceiling=recorder.latest_calibration(worker),
+        ceiling=ceiling,
         problem=problem,
         done=done,
     )

@@ -1,6 +1,12 @@
 """Production settings are strict: no default secret, no debug, `check --deploy` clean."""
 
 import secrets
+import shutil
+import socket
+import subprocess
+import time
+
+import pytest
 
 from tests.conftest import clean_env, run_python
 
@@ -55,4 +61,73 @@ def test_an_empty_field_encryption_key_falls_back_to_the_secret_key_not_to_an_em
     code = "from django.conf import settings as s; print(s.FIELD_ENCRYPTION_KEY == s.SECRET_KEY)"
     result = run_python(["-c", code], env)
     assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "True"
+
+
+@pytest.fixture
+def redis_with_password(tmp_path):
+    """A throwaway redis-server of the machine's that requires a password (the compose
+    file's Redis does): its port and the password, in a file as a Docker secret is."""
+    server = shutil.which("redis-server")
+    if server is None:
+        pytest.skip("redis-server is not installed")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    password = secrets.token_urlsafe(16)
+    (tmp_path / "redis_password").write_text(password + "\n")
+    process = subprocess.Popen(
+        [
+            server,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--requirepass",
+            password,
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(tmp_path),
+        ],
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        for _ in range(100):
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.05)
+        yield port, tmp_path / "redis_password"
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+def test_celery_connects_with_the_redis_password_when_the_broker_url_names_none(
+    redis_with_password,
+):
+    # As docker-compose.yml sets them: CELERY_BROKER_URL in the environment without the
+    # password, the password in REDIS_PASSWORD_FILE. Celery reads the variable before the
+    # Django setting, so the variable must carry it too (it did not: "Authentication
+    # required", nothing was dispatched).
+    port, password_file = redis_with_password
+    url = f"redis://127.0.0.1:{port}/0"
+    env = clean_env(
+        **{**PRODUCTION, "CELERY_BROKER_URL": url},
+        REDIS_URL=url,
+        REDIS_PASSWORD_FILE=str(password_file),
+        SECRET_KEY=secrets.token_urlsafe(50),
+        DJANGO_SETTINGS_MODULE="dashboard.settings",
+    )
+    code = (
+        "import django; django.setup()\n"
+        "from dashboard.celery import get_app\n"
+        "with get_app().connection_for_write() as conn:\n"
+        "    print(conn.default_channel.client.ping())\n"
+    )
+    result = run_python(["-c", code], env)
+    assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip() == "True"
