@@ -135,7 +135,8 @@ def test_a_slot_that_starts_as_the_database_goes_away_is_measured_and_recorded(
     # and Celery dropped it. The worker's last read of the probe stands in now.
     probe = make_probe("sim-fast")
     worker = processes.worker("w1", concurrency=2, db_port=db_proxy.port)
-    earlier = current_slot()
+    # A second before the slot taken below, which current_slot() names to the second.
+    earlier = current_slot() - timedelta(seconds=2)
     run_probe.apply_async(args=[probe.pk, earlier.isoformat()], queue="probes.local")
     assert wait_for(lambda: len(runs_of(probe)) == 1, 20), worker.output()
     # Made after the worker started, so not read by it as it started (standby.warm), nor
