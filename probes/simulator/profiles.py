@@ -73,8 +73,9 @@ class Profile:
     # workload's slowdown shows. 0: streams never meet.
     contention: float = 0.0
     # Slow episodes, as a provider has under load: from `episode_first_s` after the server
-    # started, for `episode_for_s`, again every `episode_every_s` (0: never), TTFT times
-    # and speed divided by `episode_slowdown`. The demo's alert rule has something to see.
+    # started, for `episode_for_s`, again every `episode_every_s` (0: never), speed and
+    # prefill divided by `episode_slowdown` and the fixed TTFT times it, so the whole TTFT
+    # (fixed part and prefill) is that many times longer, as the demo's alert should say.
     episode_first_s: float = 0.0
     episode_for_s: float = 0.0
     episode_every_s: float = 0.0
@@ -109,7 +110,12 @@ class Profile:
         if not self.in_episode(uptime_s):
             return self
         factor = self.episode_slowdown
-        return dataclasses.replace(self, tps=self.tps / factor, ttft_ms=self.ttft_ms * factor)
+        return dataclasses.replace(
+            self,
+            tps=self.tps / factor,
+            ttft_ms=self.ttft_ms * factor,
+            prefill_tps=self.prefill_tps / factor,
+        )
 
     def for_request(self, rng: random.Random) -> Profile:
         """This profile as one request meets it: failing with a drawn fault, or as it is."""

@@ -20,8 +20,10 @@ from dashboard.alerts import evaluator
 from dashboard.alerts.demo import DEMO_RULE, DEMO_WORKLOAD
 from dashboard.alerts.models import AlertEvent, AlertRule
 from probes.catalog.loader import load_demo
+from probes import prompts
 from probes.engine import Limits, ProbeRequest, measure
-from probes.models import Probe, ProbeRun
+from probes.kinds.requests import prompt_spec, seed_for
+from probes.models import Probe, ProbeRun, Workload
 from probes.recording import recorder
 from probes.recording.recorder import RunContext
 from probes.simulator import BUILTIN, start_in_process
@@ -36,10 +38,20 @@ def test_the_lpu_profile_slows_down_early_and_every_three_hours():
     assert lpu.in_episode(3 * 3600 + 25 * MINUTE) and not lpu.in_episode(45 * MINUTE)
     assert lpu.at(25 * MINUTE).ttft_ms == 3 * lpu.ttft_ms
     assert lpu.at(25 * MINUTE).tps == lpu.tps / 3
+    # Prefill slows with the rest: the whole TTFT of a long prompt is three times longer.
+    assert lpu.at(25 * MINUTE).prefill_tps == lpu.prefill_tps / 3
     assert lpu.at(5 * MINUTE) is lpu
 
 
-def _measured(base_url: str, model: str, count: int):
+def _measured(base_url: str, model: str, count: int, workload: Workload | None = None):
+    """`count` runs of `model`; with a workload, each sends a fresh prompt of it, as the
+    probe's slots do (a prompt the simulator has seen is cached: no prefill)."""
+
+    def messages(index: int) -> list[dict]:
+        if workload is None:
+            return [{"role": "user", "content": "Say something."}]
+        return prompts.build(prompt_spec(workload), seed_for(f"{model}/{index}"))
+
     async def runs():
         return [
             await measure(
@@ -47,12 +59,12 @@ def _measured(base_url: str, model: str, count: int):
                     api="openai-chat",
                     base_url=base_url,
                     model=model,
-                    messages=[{"role": "user", "content": "Say something."}],
+                    messages=messages(index),
                     max_tokens=16,
                     limits=Limits(first_token_s=5, stall_s=2, total_s=10),
                 )
             )
-            for _ in range(count)
+            for index in range(count)
         ]
 
     # On a thread of its own: the test's thread may own an event loop already.

@@ -23,13 +23,13 @@ from django.utils import timezone
 
 from dashboard.alerts import evaluator
 from dashboard.alerts.delivery import deliver_notification
-from dashboard.alerts.demo import DEMO_RULE
+from dashboard.alerts.demo import DEMO_RULE, DEMO_WORKLOAD
 from dashboard.alerts.messages import notice_message
 from dashboard.alerts.models import AlertEvent, AlertRule, Channel, Notification
 from dashboard.alerts.notice_schema import json_schema
 from dashboard.alerts.transports.webhook import SIGNATURE_HEADER, TIMESTAMP_HEADER, signature
 from probes.catalog.loader import load_demo
-from probes.models import ProbeRun
+from probes.models import ProbeRun, Workload
 from probes.recording import recorder
 from probes.simulator import start_in_process
 from tests.browser_page import CHROMIUM, chromium_page
@@ -46,8 +46,10 @@ def demo_slowdown(channels=()) -> tuple[AlertEvent, float]:
     and the measured ratio of the slowed runs' median TTFT to the normal runs'."""
     with start_in_process() as sim:
         load_demo("local", sim.base_url.removesuffix("/v1"))
-        normal = _measured(sim.base_url, "sim-fast", 5)
-        slowed = _measured(sim.base_url, "sim-fast@episode_first=0", 5)
+        # The demo probe's own prompt (standard-1k: its prefill is a quarter of the TTFT).
+        workload = Workload.objects.get(slug=DEMO_WORKLOAD)
+        normal = _measured(sim.base_url, "sim-fast", 5, workload)
+        slowed = _measured(sim.base_url, "sim-fast@episode_first=0", 5, workload)
     assert all(r.status == "ok" for r in normal + slowed)
     rule = AlertRule.objects.get(name=DEMO_RULE)
     rule.channels.set(channels)
