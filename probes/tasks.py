@@ -229,6 +229,9 @@ def run_probe(self, probe_id: int, slot_iso: str | None = None) -> dict | None:
         outcome = runner.run_slot(
             probe, slot_at, worker, probe.region, wait=_wait(probe, slot_at, worker)
         )
+    except caps.CapsAway as away:
+        reason = f"Skipped: {away}; it could not start within its lateness budget."
+        return _skip(probe, slot_at, SlotReason.BROKER_AWAY, reason)
     except caps.Busy as busy:
         # Waited its turn for as long as it could still start on time: skipped at once,
         # saying which cap was full and who held it (one line, no retry).

@@ -17,6 +17,7 @@ A 429 backs the whole provider off until its `retry-after` has passed
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import time
@@ -162,6 +163,11 @@ class Wait:
     stopping: Callable[[], bool] = lambda: False
 
 
+class CapsAway(Exception):
+    """Redis, which keeps the caps, did not answer until the slot's last moment to start:
+    skipped, nothing sent (a probe never runs past its provider's cap unchecked)."""
+
+
 class TooNarrow(Exception):
     """A group needs more concurrent requests than the provider's cap allows: it can
     never run until the cap is raised (not a reason to retry)."""
@@ -229,13 +235,17 @@ def probe_slots(
                 client, per_provider, per_worker, width, holder, wait.until, wait.stopping,
                 provider.slug,
             )  # fmt: skip
+        except waiting.CapsAway as away:
+            raise CapsAway(str(away)) from None
         except waiting.CapFull as full:
             raise Busy(f"provider {provider.slug}", str(full)) from None
         try:
             yield
         finally:
-            per_provider.release(client, *tokens[:-1])
-            per_worker.release(client, tokens[-1])
+            # Redis away now: the run is measured and recorded; the leases expire.
+            with contextlib.suppress(redis.ConnectionError, redis.TimeoutError):
+                per_provider.release(client, *tokens[:-1])
+                per_worker.release(client, tokens[-1])
         return
     worker_token = per_worker.acquire(client, worker)
     if worker_token is None:

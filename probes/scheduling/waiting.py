@@ -31,6 +31,8 @@ import redis
 PREFIX = "inferwatch:wait"
 # How often a waiter looks again (Redis round trips; the slot may start this much late).
 POLL_S = 0.2
+# How often a waiter asks again while Redis does not answer.
+AWAY_POLL_S = 1.0
 # A ticket whose waiter has not looked for this long is dropped (the waiter died).
 STALE_S = 10.0
 # Between a token's holder, its label and its random part (see caps.Semaphore).
@@ -110,6 +112,11 @@ class CapFull(Exception):
     """The slot could not start in time: the message names the cap and its holders."""
 
 
+class CapsAway(CapFull):
+    """Redis, which keeps the caps, did not answer until the slot's last moment to start:
+    no cap could be checked, so nothing was sent."""
+
+
 class Stopped(Exception):
     """The worker is stopping: the slot gives its turn up before it starts."""
 
@@ -172,25 +179,51 @@ def wait_for_slots(
     ]
     prefix = f"{ticket}{SEP}"
     ttl = int(STALE_S * 6)
+    away_since = None  # Redis away: wait for it as for a full cap, never send unchecked
     try:
         while True:
             now = time.time()
-            got = client.eval(
-                _TAKE, len(keys), *keys, now, ticket, arrival, now - STALE_S,
-                provider_sem.limit, width, now + provider_sem.lease_s,
-                worker_sem.limit, now + worker_sem.lease_s, prefix, ttl,
-            )  # fmt: skip
-            if got[0] == 1:
+            try:
+                got = client.eval(
+                    _TAKE, len(keys), *keys, now, ticket, arrival, now - STALE_S,
+                    provider_sem.limit, width, now + provider_sem.lease_s,
+                    worker_sem.limit, now + worker_sem.lease_s, prefix, ttl,
+                )  # fmt: skip
+                away_since = None
+            except (redis.ConnectionError, redis.TimeoutError):
+                got, away_since = None, away_since or now
+            if got and got[0] == 1:
                 return [f"{prefix}{i}" for i in range(1, width + 1)] + [f"{prefix}w"]
             if stopping():
                 raise Stopped("stopped before it could start")
             if now + POLL_S > until:
+                if got is None:
+                    away_s = now - away_since
+                    raise CapsAway(
+                        f"Redis, which keeps the caps, did not answer for {away_s:.0f} s"
+                    )
                 raise CapFull(_why(client, got, provider_sem, worker_sem, provider_name))
-            time.sleep(POLL_S)
+            time.sleep(POLL_S if got else AWAY_POLL_S)
     finally:
-        for key in (provider_queue, provider_seen, worker_queue, worker_seen):
+        _leave(
+            client,
+            ticket,
+            provider_parked,
+            provider_queue,
+            provider_seen,
+            worker_queue,
+            worker_seen,
+        )
+
+
+def _leave(client: redis.Redis, ticket: str, parked: str, *queues: str) -> None:
+    """Take the ticket out of the queues; with Redis away, STALE_S drops it later."""
+    try:
+        for key in queues:
             client.zrem(key, ticket)
-        client.hdel(provider_parked, ticket)
+        client.hdel(parked, ticket)
+    except (redis.ConnectionError, redis.TimeoutError):
+        pass
 
 
 def _why(client: redis.Redis, got: list, provider_sem, worker_sem, provider_name: str) -> str:

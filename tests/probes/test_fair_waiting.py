@@ -239,3 +239,21 @@ def test_a_parked_ticket_keeps_its_claim_on_the_providers_room(make_probe, setti
     behind.join(5)
     # Once w1 frees, both fit the provider's two slots and start together, in either order.
     assert sorted(order) == ["w1-parked", "w2-behind"]
+
+
+def test_with_redis_away_past_its_budget_a_slot_gives_up_saying_so(make_probe):
+    # Nothing is sent unchecked: a slot that cannot reach the caps waits for Redis as for a
+    # full cap, and past its budget is skipped as Redis away (not lost, not a cap busy).
+    from probes.platform.redis_client import redis_client
+    from tests.probes.conftest import free_port
+
+    _, provider = one_slot(make_probe)
+    dead = redis_client(f"redis://127.0.0.1:{free_port()}/0")
+    started = time.monotonic()
+    wait = caps.Wait(time.time() + 2, "x")
+    with (
+        pytest.raises(caps.CapsAway, match="Redis, which keeps the caps, did not answer"),
+        caps.probe_slots(provider, "w1", wait=wait, client=dead),
+    ):
+        pytest.fail("ran with no cap checked")
+    assert 1.5 < time.monotonic() - started < 5

@@ -305,3 +305,43 @@ def test_a_dropped_slot_too_late_to_re_send_is_skipped_as_broker_away_not_lost(
     assert report["skipped"] == 1, (report, row.state, row.reason, row.deadline, row.queued_at)
     assert (row.state, row.reason_code) == ("skipped", "broker_away")
     assert "Redis, the broker, went away" in row.reason and runs_of(probe) == []
+
+
+@pytest.mark.parametrize("when", ["waiting for its cap", "measuring"])
+def test_a_slot_in_flight_as_redis_goes_away_ends_as_one_run(
+    make_probe, processes, broker_proxy, clean_redis, when
+):
+    # Issue 32: `make compose-check` lost the slot in flight as Redis (broker, caps and
+    # heartbeats: one server) went away for 60 s: the task raised on Redis's connection
+    # error, waiting for its cap or releasing it, and its slot never ended.
+    from probes.models import DispatchedSlot
+    from probes.scheduling import ledger
+
+    probe = make_probe("sim-fast@ttft=4000", interval_s=300)
+    env = {"REDIS_URL": broker_proxy.url}
+    worker = processes.worker("w1", concurrency=2, broker=broker_proxy.url, env=env)
+    assert wait_for(lambda: "ready" in worker.output(), 30), worker.output()
+    provider = probe.endpoint.provider
+    provider.max_concurrency = 1
+    provider.save()
+    cap = caps.provider_semaphore(provider)
+    other = cap.acquire(clean_redis, "elsewhere") if when == "waiting for its cap" else None
+    slot = current_slot()
+    ledger.entry_for(probe, slot, slot + timedelta(seconds=300), datetime.now(UTC)).save()
+    run_probe.apply_async(args=[probe.pk, slot.isoformat()], queue="probes.local")
+    row = DispatchedSlot.objects.get(probe=probe, slot_at=slot)
+    assert wait_for(lambda: DispatchedSlot.objects.get(pk=row.pk).state == "started", 15)
+    if other:  # its ticket is in the cap's queue
+        assert wait_for(lambda: clean_redis.keys("inferwatch:wait:*"), 10), worker.output()
+    else:  # measuring: it holds the cap
+        assert wait_for(lambda: cap.holders(clean_redis) == 1, 10), worker.output()
+    broker_proxy.down()
+    time.sleep(8)
+    broker_proxy.up()
+    if other:
+        cap.release(clean_redis, other)
+    assert wait_for(lambda: DispatchedSlot.objects.get(pk=row.pk).state == "done", 60), (
+        worker.output()[-4000:]
+    )
+    [run] = runs_of(probe)
+    assert (run.slot_at, run.status) == (slot, "ok")
