@@ -37,6 +37,7 @@ from tests.compose.engine import Engine  # noqa: E402
 PROJECT = "inferwatch-check"
 WEB_PORT = int(os.environ.get("COMPOSE_CHECK_PORT", "18380"))
 GATEWAY = "10.214.99.1"  # compose.check.yml's network: where a proxy on the host arrives from
+FAILED_LOGS = ROOT / "var" / "compose-check-failed.log"
 OUTAGE_S = float(os.environ.get("COMPOSE_CHECK_OUTAGE_S", "60"))
 APP_SERVICES = ("web", "worker", "worker-eu-west", "beat")
 HEALTHY = ("postgres", "redis", "simulator", *APP_SERVICES)
@@ -269,6 +270,9 @@ def main() -> int:
         faults(stack)
     except BaseException:
         log(f"failed after {time.monotonic() - start:.0f} s")
+        if stack is not None:  # the services' logs outlive the teardown, for the why
+            FAILED_LOGS.write_text(stack.run("logs", "--no-color", "-t", check=False))
+            log(f"the services' logs: {FAILED_LOGS}")
         raise
     finally:
         if stack is not None:
