@@ -154,7 +154,7 @@ def leaderboard(request: HttpRequest) -> HttpResponse:
 
 def _history_context(request: HttpRequest, endpoints: list[Endpoint]) -> dict:
     """Filters, charts, availability and error breakdown for a set of endpoints."""
-    filters = query_filters.parse_history_filters(request.GET)
+    filters = query_filters.parse_history_filters(request.GET, [e.pk for e in endpoints])
     histories = history.history(
         endpoints, window=filters.window, workload=filters.workload, region=filters.region
     )
@@ -240,9 +240,12 @@ def _history_page(
     shown = {e.pk for e, _ in context["idle"]}
     context["measured_histories"] = [h for h in context["histories"] if h.endpoint.pk not in shown]
     context["not_measured"] = idle.get(endpoints[0].pk, "") if kind == "endpoint" else ""
-    # When no endpoint can be measured the empty state says why (a key), not "wait".
+    # When no endpoint can be measured the empty state says why (a key), not "wait";
+    # when they are probed, which probe is still to run, and what they measure instead.
     if endpoints and len(idle) == len(endpoints):
         context["all_idle"] = sorted(set(idle.values()))
+    elif not context["has_history"]:
+        context["unmeasured"] = history.unmeasured(endpoints, filters.workload, filters.region)
     if kind == "endpoint":
         (endpoint,) = endpoints
         claims = leaderboards.claims_for(endpoints, context["filters"].workload)[endpoint.pk]
