@@ -111,14 +111,15 @@ def default_workload() -> str:
     return slug or ""
 
 
-def headline_workload(endpoint_ids: Iterable[int]) -> str:
+def headline_workload(endpoint_ids: Iterable[int], *, ranked_on_speed: bool = False) -> str:
     """The workload that stands for these endpoints where none is chosen (a history
     page without ?workload, an endpoint's speed badges under "All workloads"): the home
     workload, so a page reached from the board shows the series the board ranked, when
     any of their probes runs it. Else, of the workloads their probes run, one whose
     board ranks on output speed (a short chat, not a loop's total time, a batch's or a
     JSON answer's figure), the most probed first: a small-context server is never given
-    the home workload, and its page must open on what it measures, not on nothing."""
+    the home workload, and its page must open on what it measures, not on nothing.
+    With `ranked_on_speed` (a speed badge) only such a workload, else the home one."""
     home = default_workload()
     probed = Counter(
         Probe.objects.filter(endpoint_id__in=list(endpoint_ids)).values_list(
@@ -128,8 +129,14 @@ def headline_workload(endpoint_ids: Iterable[int]) -> str:
     if not probed or home in probed:
         return home
     workloads = Workload.objects.filter(slug__in=probed)
-    best = min(workloads, key=lambda w: (rank_metric(w) != "output_tps", -probed[w.slug], w.slug))
-    return best.slug
+    if ranked_on_speed:
+        workloads = [w for w in workloads if rank_metric(w) == "output_tps"]
+    best = min(
+        workloads,
+        key=lambda w: (rank_metric(w) != "output_tps", -probed[w.slug], w.slug),
+        default=None,
+    )
+    return best.slug if best else home
 
 
 def sort_for(metric: str) -> str:

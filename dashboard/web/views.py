@@ -250,11 +250,16 @@ def _history_page(
         (endpoint,) = endpoints
         claims = leaderboards.claims_for(endpoints, context["filters"].workload)[endpoint.pk]
         context["claims"] = leaderboards.best_claims(claims, context["totals"])
-        # Speed badges are per workload: the page's own, or with all workloads pooled
-        # the one the endpoint's first probe measures.
-        workload = filters.workload or next((p.workload for p in extra["probes"]), None)
+        # Speed badges are per workload: the page's own, or, with every workload pooled
+        # (a badge cannot pool them), the endpoint's headline one that ranks on speed;
+        # never a loop's or a batch's figure passed off as its output speed.
+        context["badge_workload"] = (
+            filters.workload.slug
+            if filters.workload
+            else query_filters.headline_workload([endpoint.pk], ranked_on_speed=True)
+        )
         context["badges"] = badges.endpoint_badge_links(
-            request, endpoint, workload.slug if workload else ""
+            request, endpoint, context["badge_workload"]
         )
     return render(request, "dashboard/history_page.html", context)
 
