@@ -120,7 +120,8 @@ def populate(apps) -> None:
     get("alerts", "Silence").objects.create(
         ends_at=T0 + timedelta(days=1), reason="vendor maintenance"
     )
-    get("alerts", "Channel").objects.create(name="ops", kind="webhook", config={})
+    ops = get("alerts", "Channel").objects.create(name="ops", kind="webhook", config={})
+    rule.channels.add(ops)
     # Audit history: historical models have no history manager, so the rows the admin's
     # edits leave are written as django-simple-history writes them.
     for label, obj in (
@@ -181,6 +182,13 @@ def test_a_populated_database_of_the_previous_release_upgrades_without_loss():
                     if field not in new or new[field] != value:
                         lost.append(f"{label} #{pk}.{field}: {value!r} -> {new.get(field)!r}")
         assert lost == []
+        # Channels became history after 0.1.0: the rule's newest version holds its channel,
+        # so the first edit after the upgrade does not list it as added.
+        newest = new_apps.get_model("alerts", "HistoricalAlertRule").objects.latest("history_date")
+        held = new_apps.get_model("alerts", "HistoricalAlertRule_channels").objects.filter(
+            history=newest
+        )
+        assert [row.channel.name for row in held] == ["ops"]
     finally:
         migrate(latest())
 

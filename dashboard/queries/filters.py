@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
@@ -110,6 +111,34 @@ def default_workload() -> str:
     return slug or ""
 
 
+def headline_workload(endpoint_ids: Iterable[int], *, ranked_on_speed: bool = False) -> str:
+    """The workload that stands for these endpoints where none is chosen (a history
+    page without ?workload, an endpoint's speed badges under "All workloads"): the home
+    workload, so a page reached from the board shows the series the board ranked, when
+    any of their probes runs it. Else, of the workloads their probes run, one whose
+    board ranks on output speed (a short chat, not a loop's total time, a batch's or a
+    JSON answer's figure), the most probed first: a small-context server is never given
+    the home workload, and its page must open on what it measures, not on nothing.
+    With `ranked_on_speed` (a speed badge) only such a workload, else the home one."""
+    home = default_workload()
+    probed = Counter(
+        Probe.objects.filter(endpoint_id__in=list(endpoint_ids)).values_list(
+            "workload__slug", flat=True
+        )
+    )
+    if not probed or home in probed:
+        return home
+    workloads = Workload.objects.filter(slug__in=probed)
+    if ranked_on_speed:
+        workloads = [w for w in workloads if rank_metric(w) == "output_tps"]
+    best = min(
+        workloads,
+        key=lambda w: (rank_metric(w) != "output_tps", -probed[w.slug], w.slug),
+        default=None,
+    )
+    return best.slug if best else home
+
+
 def sort_for(metric: str) -> str:
     """The sort parameter putting the best of `metric` first."""
     return f"-{metric}" if METRICS[metric].better == "higher" else metric
@@ -153,14 +182,18 @@ class HistoryFilters:
         }
 
 
-def parse_history_filters(params: Mapping[str, str]) -> HistoryFilters:
+def parse_history_filters(
+    params: Mapping[str, str], endpoint_ids: Iterable[int] = ()
+) -> HistoryFilters:
     """Window (up to 90 days), workload and region; BadFilter on unknown values.
 
-    No workload parameter means the leaderboard's default workload, so a page reached
-    from the board shows the same series; `workload=all` pools them all.
+    No workload parameter means the endpoints' headline workload (the leaderboard's
+    default where they are probed on it, so a page reached from the board shows the same
+    series); `workload=all` pools them all.
     """
     window = one_of("window", params.get("window") or DEFAULT_HISTORY_WINDOW, HISTORY_WINDOWS)
-    slug = params.get("workload") or (ALL if "workload" in params else default_workload())
+    named = params.get("workload") or (ALL if "workload" in params else "")
+    slug = named or headline_workload(endpoint_ids)
     workload = None
     if slug and slug != ALL:
         workload = Workload.objects.get(slug=workload_param(slug))

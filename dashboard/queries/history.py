@@ -22,7 +22,7 @@ from dashboard.queries.aggregates import (
     scope_of,
 )
 from probes.engine.contract import counts_for_metric
-from probes.models import Endpoint, ProbeRun, Workload
+from probes.models import Endpoint, Probe, ProbeRun, Workload
 
 
 @dataclass
@@ -155,6 +155,32 @@ def _rolled_series(points: list[tuple[datetime, Agg]], metric: str) -> list[Seri
         for t, agg in points
         if agg.hists[metric]
     ]
+
+
+@dataclass(frozen=True)
+class Unmeasured:
+    """Why a page's workload has no runs though its endpoints may be probed: how many
+    of their probes run it (active ones, not run in the window), when the next is due,
+    and the other workloads their probes run (each a link on the page)."""
+
+    waiting: int
+    next_due: datetime | None
+    measured_on: list[Workload]
+
+
+def unmeasured(endpoints: list[Endpoint], workload: Workload | None, region: str) -> Unmeasured:
+    probes = Probe.objects.filter(endpoint__in=endpoints)
+    if region != ALL:
+        probes = probes.filter(region=region)
+    mine = probes.active().filter(workload=workload) if workload else probes.none()
+    due = [p.next_run_at for p in mine.only("next_run_at")]
+    now = timezone.now()
+    others = Workload.objects.filter(probes__in=probes).exclude(pk=getattr(workload, "pk", None))
+    return Unmeasured(
+        waiting=len(due),
+        next_due=min((d for d in due if d > now), default=None),
+        measured_on=list(others.distinct().order_by("slug")),
+    )
 
 
 def status_breakdown(agg: Agg) -> list[tuple[str, int, float]]:

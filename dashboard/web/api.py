@@ -192,7 +192,7 @@ def series(request: HttpRequest, csv_suffix: bool = False) -> HttpResponse:
     metric = query_filters.one_of(
         "metric", request.GET.get("metric") or "output_tps", SERIES_METRICS
     )
-    filters = query_filters.parse_history_filters(request.GET)
+    filters = query_filters.parse_history_filters(request.GET, [endpoint.pk])
     (hist,) = history.history(
         [endpoint],
         window=filters.window,

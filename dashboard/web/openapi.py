@@ -143,7 +143,12 @@ def _run() -> dict:
 def spec(base_url: str) -> dict:
     history_filters = [
         _param("window", "History window.", enum=aggregates.HISTORY_WINDOWS),
-        _param("workload", "Workload slug (see catalog); default: all workloads."),
+        _param(
+            "workload",
+            "Workload slug (see catalog), or all; default: the endpoint's headline workload "
+            "(DEFAULT_WORKLOAD where a probe of it runs it, else the probed workload that "
+            "ranks on output speed with the most probes).",
+        ),
         _param("region", "Probe region, or all."),
     ]
     return {

@@ -154,7 +154,7 @@ def leaderboard(request: HttpRequest) -> HttpResponse:
 
 def _history_context(request: HttpRequest, endpoints: list[Endpoint]) -> dict:
     """Filters, charts, availability and error breakdown for a set of endpoints."""
-    filters = query_filters.parse_history_filters(request.GET)
+    filters = query_filters.parse_history_filters(request.GET, [e.pk for e in endpoints])
     histories = history.history(
         endpoints, window=filters.window, workload=filters.workload, region=filters.region
     )
@@ -240,18 +240,26 @@ def _history_page(
     shown = {e.pk for e, _ in context["idle"]}
     context["measured_histories"] = [h for h in context["histories"] if h.endpoint.pk not in shown]
     context["not_measured"] = idle.get(endpoints[0].pk, "") if kind == "endpoint" else ""
-    # When no endpoint can be measured the empty state says why (a key), not "wait".
+    # When no endpoint can be measured the empty state says why (a key), not "wait";
+    # when they are probed, which probe is still to run, and what they measure instead.
     if endpoints and len(idle) == len(endpoints):
         context["all_idle"] = sorted(set(idle.values()))
+    elif not context["has_history"]:
+        context["unmeasured"] = history.unmeasured(endpoints, filters.workload, filters.region)
     if kind == "endpoint":
         (endpoint,) = endpoints
         claims = leaderboards.claims_for(endpoints, context["filters"].workload)[endpoint.pk]
         context["claims"] = leaderboards.best_claims(claims, context["totals"])
-        # Speed badges are per workload: the page's own, or with all workloads pooled
-        # the one the endpoint's first probe measures.
-        workload = filters.workload or next((p.workload for p in extra["probes"]), None)
+        # Speed badges are per workload: the page's own, or, with every workload pooled
+        # (a badge cannot pool them), the endpoint's headline one that ranks on speed;
+        # never a loop's or a batch's figure passed off as its output speed.
+        context["badge_workload"] = (
+            filters.workload.slug
+            if filters.workload
+            else query_filters.headline_workload([endpoint.pk], ranked_on_speed=True)
+        )
         context["badges"] = badges.endpoint_badge_links(
-            request, endpoint, workload.slug if workload else ""
+            request, endpoint, context["badge_workload"]
         )
     return render(request, "dashboard/history_page.html", context)
 

@@ -7,4 +7,4 @@ Django's admin autodiscovery imports ``probes.admin``: importing the console her
 registers the ModelAdmins.
 """
 
-from probes.admin import console, measured  # noqa: F401 - registers the ModelAdmins
+from probes.admin import console, maintenance, measured  # noqa: F401 - registers the ModelAdmins

@@ -182,8 +182,10 @@ class CapacityCheckedForm:
 
 class CapacityNotedAdmin:
     """A ModelAdmin mixin: after a save, the plan the edit made is shown, and a save
-    over capacity ("save anyway") is recorded in the object's history (a LogEntry).
-    The form-only "save anyway" box is never shown to view-only staff."""
+    over capacity ("save anyway") is recorded with its reason: in the version the
+    History page lists (the change reason, probes/admin/history.py) and in the admin's
+    recent actions (a LogEntry). The form-only "save anyway" box is never shown to
+    view-only staff."""
 
     def get_fields(self, request, obj=None):
         fields = super().get_fields(request, obj)
@@ -192,14 +194,14 @@ class CapacityNotedAdmin:
         return fields
 
     def save_model(self, request, obj, form, change: bool) -> None:
-        super().save_model(request, obj, form, change)
         plan = getattr(form, "capacity_plan", None)
-        if plan is None:
-            return
-        over = [use for use in plan if use.state == "over"]
-        if over:  # saved anyway (else the form refused it)
-            note = "Saved anyway over capacity: " + describe_plan(over)
+        over = [use for use in plan or [] if use.state == "over"]
+        note = "Saved anyway over capacity: " + describe_plan(over) if over else ""
+        if note:  # saved anyway (else the form refused it)
+            obj._change_reason = note  # simple-history's reason of the version
+        super().save_model(request, obj, form, change)
+        if note:
             self.log_change(request, obj, note)
             self.message_user(request, note, messages.WARNING)
-        else:
+        elif plan is not None:
             self.message_user(request, "Capacity plan after this change: " + describe_plan(plan))

@@ -27,7 +27,6 @@ from probes.models import (
     CanonicalModel,
     Claim,
     Endpoint,
-    MaintenanceWindow,
     Price,
     Probe,
     Provider,
@@ -540,23 +539,3 @@ class ProbeAdmin(capacity.CapacityNotedAdmin, AuditHistoryAdmin):
     def get_changelist_form(self, request: HttpRequest, **kwargs):
         # The list's inline-edited intervals get the same clear messages as the change form.
         return super().get_changelist_form(request, form=ProbeForm, **kwargs)
-
-
-@admin.register(MaintenanceWindow)
-class MaintenanceWindowAdmin(admin.ModelAdmin):
-    """Recurring windows (probes/models/maintenance.py): alerts held, charts shaded,
-    probes paused if asked."""
-
-    list_display = [
-        "name",
-        "provider",
-        "endpoint",
-        "start",
-        "duration",
-        "time_zone",
-        "days",
-        "pause_probes",
-        "enabled",
-    ]
-    list_filter = ["enabled", "pause_probes", "provider"]
-    search_fields = ["name", "reason"]

@@ -1,4 +1,5 @@
-"""Recurring maintenance windows (the Gatus shape: start, duration, time zone, days)."""
+"""Recurring maintenance windows (the Gatus shape: start, duration, time zone, days):
+daily, or weekly on chosen weekdays ("every Sunday 02:00–04:00 UTC")."""
 
 from __future__ import annotations
 
@@ -28,6 +29,14 @@ def validate_days(days) -> None:
         raise ValidationError(f"Unknown day {unknown[0]!r}; days: {', '.join(WEEKDAYS)}.")
 
 
+def normalised_days(days: list[str]) -> list[str]:
+    """Weekday names as stored: lower case, Monday first, once each; all seven is every
+    day (empty), so one schedule has one form (the admin's boxes, the label)."""
+    named = {d.lower() for d in days}
+    ordered = [d for d in WEEKDAYS if d in named]
+    return [] if len(ordered) == len(WEEKDAYS) else ordered
+
+
 class MaintenanceWindowQuerySet(models.QuerySet):
     def covering(self, endpoint: Endpoint):
         """Enabled windows of the endpoint or of its whole provider."""
@@ -55,7 +64,8 @@ class MaintenanceWindow(models.Model):
         default=list,
         blank=True,
         validators=[validate_days],
-        help_text='Weekdays it recurs on, e.g. ["monday", "thursday"]; empty: every day.',
+        help_text='Weekly: the weekdays it recurs on, e.g. ["sunday"] or ["monday", '
+        '"thursday"]; empty: every day.',
     )
     pause_probes = models.BooleanField(
         default=False,
@@ -77,6 +87,31 @@ class MaintenanceWindow(models.Model):
             raise ValidationError("A maintenance window names a provider or an endpoint (one).")
         if self.duration is not None and not timedelta(0) < self.duration <= timedelta(days=7):
             raise ValidationError({"duration": "Between a second and 7 days."})
+        try:
+            validate_days(self.days)
+        except ValidationError:
+            return  # said on the field (its validator)
+        self.days = normalised_days(self.days)
+
+    @property
+    def schedule_label(self) -> str:
+        """'every Sunday 02:00–04:00 UTC', 'every day 23:00–00:30 (next day) Europe/Paris',
+        'every Monday and Thursday 03:00 for 36 h UTC'."""
+        days = [d.capitalize() for d in normalised_days(self.days)]
+        when = (
+            "every day"
+            if not days
+            else "every "
+            + " and ".join([", ".join(days[:-1]), days[-1]] if len(days) > 1 else days)
+        )
+        start = f"{self.start:%H:%M}"
+        if self.duration >= timedelta(days=1):
+            span = f"{start} for {self.duration.total_seconds() / 3600:g} h"
+        else:
+            end = datetime.combine(date.min, self.start) + self.duration
+            later = " (next day)" if end.date() > date.min else ""
+            span = f"{start}–{end:%H:%M}{later}"
+        return f"{when} {span} {self.time_zone}"
 
     def occurrences(self, start: datetime, end: datetime) -> list[tuple[datetime, datetime]]:
         """Every [from, to) of the window that overlaps [start, end), in UTC."""

@@ -20,6 +20,7 @@ from simple_history.models import HistoricalRecords
 from probes.engine.dialects import API_CHOICES
 from probes.engine.origins import origin
 from probes.models import context_fit
+from probes.models.audit import AuditedHistory
 from probes.models.validators import (
     positive,
     validate_base_url,
@@ -108,7 +109,7 @@ class Provider(models.Model):
 
     # Who changed what, when (the admin's History; charts mark URL changes). Never the key
     # or the headers, which may carry one: history is shown to every staff viewer.
-    history = HistoricalRecords(
+    history = AuditedHistory(
         excluded_fields=["api_key_encrypted", "extra_headers", "backoff_until", "updated"]
     )
 
@@ -377,7 +378,7 @@ class Endpoint(models.Model):
     catalog_key = models.CharField(max_length=200, blank=True, editable=False, db_index=True)
 
     objects = EndpointQuerySet.as_manager()
-    history = HistoricalRecords()
+    history = AuditedHistory()
 
     class Meta:
         ordering = ["provider__name", "model_id"]

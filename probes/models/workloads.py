@@ -8,11 +8,11 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils import timezone
-from simple_history.models import HistoricalRecords
 
 from probes import kinds
 from probes.kinds import schemas
 from probes.models import context_fit
+from probes.models.audit import AuditedHistory
 from probes.models.providers import CanonicalModel, Endpoint, Provider
 from probes.models.validators import validate_region
 
@@ -156,7 +156,7 @@ class Probe(models.Model):
     objects = ProbeQuerySet.as_manager()
     # The dispatcher's bookkeeping moves every slot (and is written with update(), which
     # records nothing): history keeps what a person or the catalog changed.
-    history = HistoricalRecords(excluded_fields=["next_run_at", "last_dispatched_at"])
+    history = AuditedHistory(excluded_fields=["next_run_at", "last_dispatched_at"])
 
     class Meta:
         ordering = ["endpoint", "workload", "region"]

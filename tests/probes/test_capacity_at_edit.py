@@ -89,6 +89,45 @@ def test_save_anyway_saves_and_is_recorded(admin_client, one_slot):
     assert "Saved anyway over capacity" in saved.content.decode()
 
 
+def test_save_anyway_is_in_the_history_page_with_who_when_and_why(client, one_slot):
+    """Issue 34 item 8: the History page (django-simple-history) showed no trace of a
+    save over capacity, which only a LogEntry recorded."""
+    user = User.objects.create_user("ops", "o@example.com", "pw", is_staff=True)
+    user.user_permissions.set(
+        Permission.objects.filter(codename__in=["change_probe", "view_probe"])
+    )
+    client.force_login(user)
+    url = reverse("admin:probes_probe_change", args=[one_slot.pk])
+    client.post(url, probe_form(one_slot, interval_s=30, save_anyway="on"))
+    newest = one_slot.history.first()
+    assert newest.interval_s == 30 and newest.history_user == user
+    assert newest.history_change_reason.startswith(
+        "Saved anyway over capacity: Acme: probes need 143% of 1 slot"
+    )
+    html = client.get(reverse("admin:probes_probe_history", args=[one_slot.pk])).content.decode()
+    row = html[html.index("<tbody>") :].split("</tr>")[0]
+    assert "ops" in row and "Saved anyway over capacity: Acme: probes need 143%" in row
+    assert "30" in row  # the interval it changed to
+    # A save that fits carries no such reason.
+    client.post(url, probe_form(one_slot, interval_s=120))
+    assert one_slot.history.first().history_change_reason is None
+
+
+def test_a_provider_saved_anyway_is_in_its_history_with_the_reason(admin_client, one_slot):
+    provider = one_slot.endpoint.provider
+    Provider.objects.filter(pk=provider.pk).update(max_concurrency=2)
+    Probe.objects.filter(pk=one_slot.pk).update(interval_s=40)
+    url = reverse("admin:probes_provider_change", args=[provider.pk])
+    data = provider_form(
+        max_concurrency="1", requires_key="", enabled="on", base_url=provider.base_url,
+        save_anyway="on",
+    )  # fmt: skip
+    admin_client.post(url, data)
+    newest = provider.history.first()
+    assert newest.max_concurrency == 1 and newest.history_user.username == "boss"
+    assert newest.history_change_reason.startswith("Saved anyway over capacity: Acme")
+
+
 def test_a_change_that_fits_shows_the_plan_it_makes(admin_client, one_slot):
     url = reverse("admin:probes_probe_change", args=[one_slot.pk])
     saved = admin_client.post(url, probe_form(one_slot, interval_s=120), follow=True)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from dashboard.status.checks import FAIL, OK, WARN, check_capacity
+from dashboard.status.checks import OK, WARN, check_capacity
 from probes.admin import capacity
 from probes.models import Probe, Provider
 from probes.simulator import ServerTraits, start_in_thread
@@ -53,7 +53,7 @@ def test_the_proposal_says_what_seven_probes_need_of_the_one_slot(admin_client, 
     assert check_capacity().state == OK
 
 
-def test_at_60_s_the_proposal_offers_300_s_and_taking_60_s_anyway_fails_the_check(
+def test_at_60_s_the_proposal_offers_300_s_and_taking_60_s_anyway_warns_where_to_fix_it(
     admin_client, llama
 ):
     tested, provider = add(admin_client, llama, 60, "llama", take_proposed=False)
@@ -62,12 +62,45 @@ def test_at_60_s_the_proposal_offers_300_s_and_taking_60_s_anyway_fails_the_chec
     assert "Too tight to start on time: every 300 s they need 39%." in text
     assert tested.context["form"].data["interval_s"] == "300"
     assert set(Probe.objects.values_list("interval_s", flat=True)) == {60}
+    # Issue 34 item 8: an over-full plan is a configuration mistake, not an outage: it
+    # warns (a monitor alerting on "fail" is not paged), with the numbers and the fix.
     check = check_capacity()
-    assert check.state == FAIL
-    assert check.message.startswith("llama: probes need ")
+    assert check.state == WARN
+    assert check.message.startswith("Configuration, not an outage: llama: probes need ")
     assert "of 1 slot" in check.message
     (detail,) = [d for d in check.details if d["cap"] == "provider"]
     assert detail["share"] > 1.0 and detail["from"] == ["assumed"]
+    slots = -(-detail["busy_s_per_hour"] // 3600)  # the slots that would hold them
+    assert detail["fix"] == (
+        f"raise llama's max concurrency to {slots} "
+        f"(/admin/probes/provider/{provider.pk}/change/) or lengthen its probes' "
+        f"intervals ×{detail['share']:.2f} or more "
+        f"(/admin/probes/probe/?endpoint__provider__id__exact={provider.pk})"
+    )
+
+    # The page says so, for staff: warn, the fix beside the numbers.
+    page = admin_client.get("/status")
+    row = page.content.decode().split('id="check-capacity"')[1].split("</tr>")[0]
+    assert 'class="state state-warn"' in row and "fail" not in row
+    assert f"/admin/probes/provider/{provider.pk}/change/" in row
+    checks = admin_client.get("/status.json").json()["checks"]
+    assert [c["state"] for c in checks if c["name"] == "capacity"] == [WARN]
+
+
+def test_an_over_full_region_names_the_worker_setting(settings, admin_client, llama):
+    add(admin_client, llama, 300, "llama")
+    settings.WORKER_MAX_CONCURRENT_PROBES = 1
+    Provider.objects.update(max_concurrency=4)
+    Probe.objects.update(interval_s=60)
+    check = check_capacity()
+    assert check.state == WARN
+    (detail,) = [d for d in check.details if d["cap"] == "region"]
+    region = Probe.objects.first().region
+    assert detail["fix"].startswith(
+        f"raise WORKER_MAX_CONCURRENT_PROBES (now 1) to {-(-detail['busy_s_per_hour'] // 3600)}"
+        f", start another worker for {region}, or lengthen its probes' intervals ×"
+    )
+    assert detail["fix"].endswith(f"(/admin/probes/probe/?region__exact={region})")
 
 
 def test_a_provider_between_80_and_100_percent_warns(admin_client, llama):

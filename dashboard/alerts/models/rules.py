@@ -7,7 +7,6 @@ from datetime import timedelta
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
-from simple_history.models import HistoricalRecords
 
 from dashboard.alerts import decide
 from dashboard.alerts.defaults import (
@@ -19,6 +18,7 @@ from dashboard.alerts.defaults import (
 )
 from probes.engine.contract import ROLLUP_METRICS, RUN_FIELDS
 from probes.models import CanonicalModel, Endpoint, Workload, validate_region
+from probes.models.audit import AuditedHistory
 
 METRIC_CHOICES = [
     *((m, f"{RUN_FIELDS[m].title} ({RUN_FIELDS[m].unit})") for m in ROLLUP_METRICS),
@@ -175,7 +175,8 @@ class AlertRule(models.Model):
     updated = models.DateTimeField(auto_now=True)
 
     objects = AlertRuleQuerySet.as_manager()
-    history = HistoricalRecords()
+    # The channels too: who added or took off where a rule's notices go is history.
+    history = AuditedHistory(m2m_fields=["channels"])
 
     class Meta:
         ordering = ["name"]

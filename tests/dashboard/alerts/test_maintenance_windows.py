@@ -6,13 +6,15 @@ from __future__ import annotations
 from datetime import UTC, datetime, time, timedelta
 
 import pytest
+from django.contrib.auth.models import Permission, User
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 from dashboard.alerts.models import AlertEvent
 from dashboard.alerts.tasks import evaluate_alert_rules
 from probes.catalog.yaml_file import CatalogFileError, load_text
-from probes.models import DispatchedSlot, MaintenanceWindow, Probe, ProbeRun
+from probes.models import DispatchedSlot, MaintenanceWindow, Probe, ProbeRun, Workload
+from probes.recording import standby
 from probes.scheduling import maintenance
 from probes.tasks import run_probe
 from tests.dashboard.alerts.conftest import wait_for
@@ -87,6 +89,107 @@ def test_a_pausing_window_skips_the_slot_and_says_why(endpoint, workload):
     slot = DispatchedSlot.objects.get()
     assert slot.state == "skipped" and "maintenance window 'nightly'" in slot.reason
     assert not ProbeRun.objects.filter(probe=probe).exists()
+
+
+# -- weekly windows in the admin (issue 34 item 8) ----------------------------------------------
+
+SUNDAY = datetime(2025, 12, 7, 2, 30, tzinfo=UTC)  # a Sunday, 02:30 UTC
+MONDAY = SUNDAY + timedelta(days=1)
+
+
+def window_form(endpoint, **fields) -> dict:
+    data = {
+        "name": "Sunday backup",
+        "provider": endpoint.provider_id,
+        "endpoint": "",
+        "start": "02:00",
+        "duration": "02:00:00",
+        "time_zone": "UTC",
+        "repeats": "weekly",
+        "weekdays": ["sunday"],
+        "pause_probes": "on",
+        "enabled": "on",
+        "reason": "",
+    }
+    return data | fields
+
+
+def test_a_weekly_window_is_made_in_the_admin_with_weekday_boxes(admin_client, endpoint):
+    """The admin took the weekdays as a raw JSON list ("sunday" alone was refused as
+    invalid JSON) and listed them as ["sunday"]: weekly windows looked impossible."""
+    add = "/admin/probes/maintenancewindow/add/"
+    form = admin_client.get(add).content.decode()
+    assert 'type="checkbox" name="weekdays" value="sunday"' in form
+    saved = admin_client.post(add, window_form(endpoint))
+    assert saved.status_code == 302, saved.content.decode()[:3000]
+    row = MaintenanceWindow.objects.get()
+    assert row.days == ["sunday"] and row.pause_probes
+    assert row.schedule_label == "every Sunday 02:00–04:00 UTC"
+    listing = admin_client.get("/admin/probes/maintenancewindow/").content.decode()
+    assert "every Sunday 02:00–04:00 UTC" in listing
+    # Opened again, Sunday is ticked and the window is weekly.
+    page = admin_client.get(f"/admin/probes/maintenancewindow/{row.pk}/change/")
+    form = page.context["adminform"].form
+    assert form["repeats"].value() == "weekly" and form["weekdays"].value() == ["sunday"]
+
+    # It pauses probes and holds alerts on Sundays only, read live or as a worker kept it.
+    assert row.active_at(SUNDAY) and not row.active_at(MONDAY)
+    assert maintenance.window_at(endpoint, SUNDAY, pausing=True) == row
+    assert maintenance.window_at(endpoint, MONDAY) is None
+    probe = Probe.objects.create(endpoint=endpoint, workload=Workload.objects.create(
+        slug="w", name="W", messages=[{"role": "user", "content": "Hi"}]
+    ))  # fmt: skip
+    standby.keep(probe, maintenance.pausing_windows(endpoint))
+    kept = standby.recall(probe.pk).windows
+    assert maintenance.active(kept, SUNDAY) == row and maintenance.active(kept, MONDAY) is None
+
+
+@pytest.mark.parametrize(
+    ("fields", "field", "message"),
+    [
+        ({"weekdays": []}, "weekdays", "Tick the weekdays it recurs on, or choose every day."),
+        ({"repeats": "daily"}, "weekdays", "Every day needs no weekdays"),
+        ({"duration": "00:00:00"}, "duration", "Between a second and 7 days."),
+        ({"start": "25:00"}, "start", "Enter a valid time."),
+        ({"time_zone": "Mars/Olympus"}, "time_zone", "Unknown time zone"),
+    ],
+)
+def test_a_bad_weekly_window_is_refused_with_a_clear_error(
+    admin_client, endpoint, fields, field, message
+):
+    refused = admin_client.post(
+        "/admin/probes/maintenancewindow/add/", window_form(endpoint, **fields)
+    )
+    assert refused.status_code == 200
+    errors = refused.context["adminform"].form.errors
+    assert message in " ".join(errors[field]), errors
+    assert not MaintenanceWindow.objects.exists()
+
+
+def test_every_weekday_ticked_is_every_day(admin_client, endpoint):
+    every = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
+    admin_client.post("/admin/probes/maintenancewindow/add/", window_form(endpoint, weekdays=every))
+    row = MaintenanceWindow.objects.get()
+    assert row.days == [] and row.schedule_label == "every day 02:00–04:00 UTC"
+
+
+def test_view_only_staff_read_the_schedule_and_change_nothing(client, endpoint):
+    row = window(provider=endpoint.provider, days=["saturday", "sunday"], time_zone="UTC")
+    row.save()
+    viewer = User.objects.create_user("viewer", "v@example.com", "pw", is_staff=True)
+    viewer.user_permissions.set(Permission.objects.filter(codename="view_maintenancewindow"))
+    client.force_login(viewer)
+    page = client.get(f"/admin/probes/maintenancewindow/{row.pk}/change/")
+    assert page.status_code == 200
+    assert "every Saturday and Sunday 23:00–00:00 (next day) UTC" in page.content.decode()
+    assert 'name="weekdays"' not in page.content.decode()
+    refused = client.post(
+        f"/admin/probes/maintenancewindow/{row.pk}/change/",
+        window_form(endpoint, name="nightly", weekdays=["monday"]),
+    )
+    assert refused.status_code == 403
+    row.refresh_from_db()
+    assert row.days == ["saturday", "sunday"]
 
 
 # -- probes.yaml -------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from decimal import Decimal
 from django.contrib.auth.models import Permission, User
 from django.urls import reverse
 
-from dashboard.alerts.models import AlertRule
+from dashboard.alerts.models import AlertRule, Channel
 from probes.models import Endpoint, Probe, Provider
 
 from .conftest import make_workload
@@ -104,6 +104,62 @@ def test_alert_rules_and_endpoints_keep_history(catalog):
     endpoint.context_tokens = 8192
     endpoint.save()
     assert endpoint.history.first().context_tokens == 8192
+
+
+def change_form_data(client, url: str, **changes) -> dict:
+    """What the admin's change form posts back unchanged, with `changes` applied."""
+    form = client.get(url).context["adminform"].form
+    data = {}
+    for name in form.fields:
+        value = form[name].value()
+        if isinstance(value, bool):
+            if value:
+                data[name] = "on"
+        elif isinstance(value, list | tuple):
+            data[name] = [str(v) for v in value]
+        elif value is not None:
+            data[name] = str(value)
+    return {**data, **changes}
+
+
+def test_a_channel_added_to_a_rule_is_one_version_saying_who_and_which(client, db):
+    """Issue 34 item 8: a many-to-many change (the rule's channels) is history too, as
+    one version of the edit that made it, with the user and the channel's name."""
+    rule = AlertRule.objects.create(name="slow", metric="ttft_ms", threshold=500)
+    oncall = Channel.objects.create(name="On-call mail", kind="email", config={"to": ["o@x.test"]})
+    staff(client, "ops", "change_alertrule", "view_alertrule")
+    url = reverse("admin:alerts_alertrule_change", args=[rule.pk])
+    before = rule.history.count()
+    response = client.post(url, change_form_data(client, url, channels=[str(oncall.pk)]))
+    assert response.status_code == 302, response.content.decode()[:2000]
+    assert list(rule.channels.all()) == [oncall]
+
+    assert rule.history.count() == before + 1  # one edit, one version
+    newest = rule.history.first()
+    assert newest.history_user.username == "ops"
+    assert [c.channel for c in newest.channels.all()] == [oncall]
+    assert newest.diff_against(newest.prev_record).changed_fields == ["channels"]
+
+    # A viewer reads it on the History page: who, and the channel by name.
+    client.logout()
+    staff(client, "viewer", "view_alertrule")
+    html = client.get(reverse("admin:alerts_alertrule_history", args=[rule.pk])).content.decode()
+    row = html[html.index("<tbody>") :].split("</tr>")[0]
+    assert "ops" in row and "Channels" in row and "On-call mail" in row
+
+    # Taken off again: another version, the channel gone from it.
+    staff(client, "ops2", "change_alertrule", "view_alertrule")
+    client.post(url, change_form_data(client, url, channels=[]))
+    newest = rule.history.first()
+    assert newest.history_user.username == "ops2" and not newest.channels.exists()
+    assert rule.history.count() == before + 2
+
+
+def test_channels_changed_outside_the_admin_are_history_too(db):
+    rule = AlertRule.objects.create(name="slow", metric="ttft_ms", threshold=500)
+    oncall = Channel.objects.create(name="On-call mail", kind="email", config={"to": ["o@x.test"]})
+    rule.channels.add(oncall)
+    assert [c.channel for c in rule.history.first().channels.all()] == [oncall]
 
 
 def events(client, endpoint: Endpoint, **params) -> str:

@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from dashboard.web import badges
-from probes.models import ProbeRun, Workload
+from probes.models import Probe, ProbeRun, Workload
 
 from .test_browser import browser, page  # noqa: F401 (fixtures)
 
@@ -119,6 +119,44 @@ def test_the_endpoint_pages_badge_snippets_carry_the_pages_workload(client, hist
         html = client.get(f"/endpoints/{fast.pk}/", {"workload": workload}).content.decode()
         for kind in ("output-speed", "ttft", "claim-kept"):
             assert f"/badges/endpoints/{fast.pk}/{kind}.svg?workload={workload})" in html, kind
+
+
+def badge_section(html: str) -> str:
+    return html[html.index('id="badges"') :].split("</section>")[0]
+
+
+def test_all_workloads_badges_are_the_headline_workloads_never_a_loops(client, history):
+    """Issue 34 item 8: under "All workloads" the page's speed badges took its first
+    probe's workload, alphabetically agent-loop: a loop's median step speed and its
+    first step's TTFT, embedded as the endpoint's output speed and TTFT. A reader of
+    the pooled page expects the endpoint's headline figures: the home workload's, as on
+    the board and as the badge URL gives by default, and the page says which."""
+    fast = history["endpoints"]["fast"]
+    loop = Workload.objects.create(
+        slug="agent-loop", name="Agent loop", kind="loop", requests=3, max_tokens=9,
+        messages=[{"role": "user", "content": "Hi"}],
+    )  # fmt: skip
+    Probe.objects.create(endpoint=fast, workload=loop, region="eu-west")
+
+    section = badge_section(client.get(f"/endpoints/{fast.pk}/?workload=all").content.decode())
+    assert "agent-loop" not in section
+    for kind in ("output-speed", "ttft", "claim-kept"):
+        assert f"/badges/endpoints/{fast.pk}/{kind}.svg?workload=chat-short)" in section, kind
+    assert "Output speed, TTFT and claim kept: <strong>chat-short</strong>" in section
+    assert "uptime: every workload" in section
+
+    # Probed on the loop alone: the page opens on the loop (what it measures), but its
+    # speed badges stay the home workload's (no data, grey) rather than pass a loop's
+    # step speed off as the endpoint's output speed.
+    Probe.objects.filter(endpoint=fast).exclude(workload=loop).delete()
+    opened = client.get(f"/endpoints/{fast.pk}/")
+    assert opened.context["filters"].workload == loop
+    section = badge_section(client.get(f"/endpoints/{fast.pk}/?workload=all").content.decode())
+    assert f"/badges/endpoints/{fast.pk}/output-speed.svg?workload=chat-short)" in section
+    # Chosen on the page, the loop's badges are its own, named as such.
+    section = badge_section(opened.content.decode())
+    assert f"/badges/endpoints/{fast.pk}/output-speed.svg?workload=agent-loop)" in section
+    assert "<strong>agent-loop</strong>" in section
 
 
 @pytest.mark.browser
