@@ -143,7 +143,7 @@ def sweep_dispatched_slots() -> dict:
     now = datetime.now(UTC)
     try:
         beats = heartbeat.read_heartbeats("worker")
-        kinds = ("stopped", "started", "killed", "db-away", "broker-away")
+        kinds = ("stopped", "started", "killed", "db-away", "broker-away", "offline-slot")
         marks = {kind: heartbeat.read_heartbeats(kind) for kind in kinds}
     except redis.RedisError:
         beats, marks = None, {}  # no heartbeats to judge by: deadlines and leases alone
@@ -153,6 +153,7 @@ def sweep_dispatched_slots() -> dict:
         killed=marks.get("killed", {}),
         db_away=marks.get("db-away", {}),
         broker_away=marks.get("broker-away", {}),
+        offline=marks.get("offline-slot", {}),
     )
     if beats is not None:
         fresh = now - timedelta(seconds=ledger.WORKER_SILENT_AFTER_S)
@@ -289,6 +290,7 @@ def _slot_reads(probe_id: int, slot_at: datetime | None, worker: str) -> standby
             probe_id,
             slot_at,
         )
+        _taken_offline(probe_id, slot_at, worker)
         return kept
     standby.keep(probe, windows)
     if slot_at is None:
@@ -303,12 +305,26 @@ def _slot_reads(probe_id: int, slot_at: datetime | None, worker: str) -> standby
             probe_id,
             exc,
         )
+        _taken_offline(probe_id, slot_at, worker)
         started = True
     if not started:
         # A late copy (a redelivered message after the sweeper re-sent or closed it).
         log.info("Probe %s slot %s is already settled; not run again", probe_id, slot_at)
         return None
     return standby.recall(probe_id)
+
+
+def _taken_offline(probe_id: int, slot_at: datetime | None, worker: str) -> None:
+    """The slot runs while the database is away: its run reaches the database only later
+    (the recorder's retries, then the spool). Marked in Redis so the sweeper waits for it
+    instead of calling the slot lost at its deadline (ledger.OFFLINE_PATIENCE)."""
+    if slot_at is None:
+        return
+    try:
+        heartbeat.record_mark("db-away", worker)
+        heartbeat.record_mark("offline-slot", ledger.offline_slot(probe_id, slot_at))
+    except redis.RedisError as exc:  # both away: the disk spool keeps the run
+        log.warning("Could not mark slot %s of probe %s taken offline (%s)", slot_at, probe_id, exc)
 
 
 def _wait(probe: Probe, slot_at: datetime | None, worker: str) -> caps.Wait:

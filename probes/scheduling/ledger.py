@@ -158,6 +158,9 @@ class Known:
     killed: dict[str, datetime] = field(default_factory=dict)  # restarted after dying
     db_away: dict[str, datetime] = field(default_factory=dict)  # database unreachable
     broker_away: dict[str, datetime] = field(default_factory=dict)  # reconnected to Redis
+    # Slots a worker took with the database away (offline_slot names them): measured or
+    # measuring, their runs on the way through the recorder's retries or the spool.
+    offline: dict[str, datetime] = field(default_factory=dict)
     alive: int | None = None  # workers beating now (None: Redis could not say)
 
 
@@ -170,6 +173,22 @@ OVER_BUDGET = SlotReason.OVER_BUDGET
 
 
 CLEAN_STOPS = " (Ctrl-C, SIGTERM or a deploy)"
+# How long the sweeper waits for the run of a slot taken while the database was away
+# (the recorder retries for 30 s, then the spool is drained every minute) before it calls
+# the slot lost, the database named as the cause.
+OFFLINE_PATIENCE = timedelta(minutes=10)
+
+
+def offline_slot(probe_id: int, slot_at: datetime) -> str:
+    """The name of a slot taken offline, as its mark is kept (Known.offline)."""
+    return f"{probe_id}@{int(slot_at.timestamp())}"
+
+
+def _run_on_the_way(row: DispatchedSlot, known: Known, now: datetime) -> bool:
+    taken = known.offline.get(offline_slot(row.probe_id, row.slot_at))
+    return taken is not None and now - taken < OFFLINE_PATIENCE
+
+
 # A worker started again this recently is still working through what queued up while it
 # was down: slots it could not start in time were stopped by the restart, not lost.
 RESTART_GRACE = timedelta(seconds=60)
@@ -311,6 +330,8 @@ def settle(
     if row.recorded:
         won = _as_seen(row).update(state="done", reason_code=_done_code(), closed_at=now)
         return "done" if won else ""
+    if _run_on_the_way(row, known, now):
+        return ""  # measured with the database away: its run is written later, then done
     stopped = _stopped_cleanly(row, known)
     cause, detail = _cause(row, known)
     # A re-sent copy that would start too late is skipped by the worker (tasks.run_probe,

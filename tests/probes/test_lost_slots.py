@@ -324,3 +324,42 @@ def test_rollups_and_snapshots_are_maintained_at_the_top_of_every_minute():
     # The hour turns at second 0 of a minute: run then, not up to a minute later.
     assert entry["schedule"] == crontab(minute="*")
     assert entry["options"]["expires"] < 60
+
+
+def test_a_slot_taken_with_the_database_away_waits_for_its_run_not_called_lost(
+    make_probe, clean_redis
+):
+    # Issue 32 (make compose-check, Postgres away 60 s): slots the worker ran on its last
+    # reads were called lost ("queue backed up") at their deadlines while their runs were
+    # still on the way through the recorder's retries and the spool.
+    from probes.tasks import _taken_offline
+
+    probe = make_probe(interval_s=60)
+    (claimed,) = claim_without_sending(probe)
+    row = DispatchedSlot.objects.get(probe=probe)
+    _taken_offline(probe.pk, claimed.slot_at, "w@box")  # as run_probe marks it
+    # Past its deadline, too late to re-send: without the mark, lost now.
+    now = datetime.now(UTC)
+    DispatchedSlot.objects.update(deadline=now - timedelta(seconds=1), next_at=now)
+
+    assert sweep_dispatched_slots() == {"done": 0, "resent": 0, "skipped": 0, "lost": 0}
+    assert _state(row) == "queued"
+    runner.run_slot(probe, claimed.slot_at, "w@box", probe.region)  # the run arrives
+    assert sweep_dispatched_slots()["done"] == 1
+    assert _state(row) == "done"
+
+
+def test_a_slot_taken_offline_whose_run_never_came_is_lost_to_the_database(make_probe):
+    probe = make_probe(interval_s=60)
+    (claimed,) = claim_without_sending(probe)
+    row = DispatchedSlot.objects.get(probe=probe)
+    taken = datetime.now(UTC)
+    known = ledger.Known(
+        offline={ledger.offline_slot(probe.pk, claimed.slot_at): taken},
+        db_away={"w@box": taken},  # marked with it (tasks._taken_offline)
+    )
+
+    later = taken + ledger.OFFLINE_PATIENCE + timedelta(seconds=1)
+    assert ledger.sweep(resend_slot, now=later, known=known).lost == 1
+    row.refresh_from_db()
+    assert (row.state, row.reason_code) == ("lost", "database_away")
