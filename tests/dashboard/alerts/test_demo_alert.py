@@ -19,8 +19,8 @@ from django.utils import timezone
 from dashboard.alerts import evaluator
 from dashboard.alerts.demo import DEMO_RULE, DEMO_WORKLOAD
 from dashboard.alerts.models import AlertEvent, AlertRule
-from probes.catalog.loader import load_demo
 from probes import prompts
+from probes.catalog.loader import load_demo
 from probes.engine import Limits, ProbeRequest, measure
 from probes.kinds.requests import prompt_spec, seed_for
 from probes.models import Probe, ProbeRun, Workload
