@@ -103,7 +103,9 @@ METRICS: dict[str, Metric] = {
             "claim about a workload is shown on that workload only; a claim about none is "
             "about one stream alone, so it is shown beside every workload whose requests run "
             "one at a time and never beside a concurrent one (each of 8 streams at once runs "
-            "slower than one alone).",
+            "slower than one alone). Our own probes of one endpoint run one at a time "
+            "(planned apart, and held apart when one runs long), so none slows another's "
+            "measurement.",
         ),
     ]
 }
