@@ -51,8 +51,9 @@ METRICS: dict[str, Metric] = {
             "tokens/s",
             "Concurrent workloads: the median output speed of each request of the batch "
             "(not the baseline sent alone), the speed one stream sees under load. The group's "
-            "Output speed is the batch's aggregate; a vendor's tokens/s claim is compared "
-            "with this figure.",
+            "Output speed is the batch's aggregate; a vendor's tokens/s claim made about "
+            "this workload is compared with this figure (a claim about no workload, one "
+            "stream alone, is not compared here).",
             better="higher",
         ),
         Metric(
@@ -98,7 +99,13 @@ METRICS: dict[str, Metric] = {
             "Claimed vs measured",
             "",
             "A figure the vendor published (source linked in the admin), beside our median "
-            "for the same metric, and measured as a share of claimed.",
+            "for the same metric, and measured as a share of claimed. Like with like: a "
+            "claim about a workload is shown on that workload only; a claim about none is "
+            "about one stream alone, so it is shown beside every workload whose requests run "
+            "one at a time and never beside a concurrent one (each of 8 streams at once runs "
+            "slower than one alone). Our own probes of one endpoint run one at a time "
+            "(planned apart, and held apart when one runs long), so none slows another's "
+            "measurement.",
         ),
     ]
 }

@@ -30,38 +30,12 @@ from dashboard.queries.aggregates import (
     snapshot_window,
     with_raw_tail,
 )
+from dashboard.queries.claims import ClaimVsMeasured, compared
 from dashboard.queries.filters import Filters
 from dashboard.queries.streams import per_stream_speeds
-from probes import kinds
 from probes.kinds.headline import headline_metrics, rank_metric
-from probes.models import Claim, Endpoint, Price, Probe, Workload
+from probes.models import Endpoint, Price, Probe, Workload
 from probes.scheduling import ledger
-
-
-@dataclass
-class ClaimVsMeasured:
-    metric: str
-    claim: Claim
-    measured: float | None
-
-    @property
-    def reference(self) -> float:
-        """The end of a claimed range most favourable to the vendor."""
-        if self.claim.value_high is None:
-            return self.claim.value
-        return self.claim.value_high if self.metric == "output_tps" else self.claim.value
-
-    @property
-    def share(self) -> float | None:
-        """Measured as a fraction of claimed."""
-        if self.measured is None or not self.reference:
-            return None
-        return self.measured / self.reference
-
-    def __str__(self) -> str:
-        measured = "—" if self.measured is None else f"{self.measured:,.0f}"
-        share = "" if self.share is None else f" · {self.share:.0%}".replace("%", " %")
-        return f"claimed {self.claim.display_value} · measured {measured}{share}"
 
 
 @dataclass
@@ -228,61 +202,6 @@ def current_prices(endpoint_ids: Iterable[int], today=None) -> dict[int, Price]:
     return {p.endpoint_id: p for p in prices}
 
 
-def claims_for(
-    endpoints: list[Endpoint], workload: Workload | None = None
-) -> dict[int, list[Claim]]:
-    """Claims covering each endpoint: named for it, or for its provider and model; a
-    claim about a use case only when its workload is the one shown, and on a concurrent
-    board only those."""
-    if not endpoints:
-        return {}
-    # A superset in one simple query (an OR per endpoint makes a slow query to build),
-    # narrowed by Claim.covers.
-    candidates = list(
-        Claim.objects.filter(
-            Q(endpoint_id__in=[e.pk for e in endpoints])
-            | Q(
-                endpoint=None,
-                provider_id__in={e.provider_id for e in endpoints},
-                canonical_model_id__in={e.canonical_model_id for e in endpoints},
-            )
-        )
-    )
-    workload_id = workload.pk if workload is not None else None
-    # Like with like: a claim about no particular use case is about one stream, and a
-    # concurrent board's streams run several at once (8 at once are each slower than one
-    # alone: "59 %" of a single-stream claim said nothing about the provider). There only
-    # a claim about that very workload (its concurrency) is shown.
-    concurrent = workload is not None and kinds.of(workload).streams
-    return {
-        e.pk: [
-            c
-            for c in candidates
-            if c.covers(e, workload_id) and (not concurrent or c.workload_id == workload_id)
-        ]
-        for e in endpoints
-    }
-
-
-def best_claims(
-    claims: list[Claim], agg: Agg, measured: dict[str, float | None] | None = None
-) -> list[ClaimVsMeasured]:
-    """One claim per metric beside our median, the one whose Claim.precedence stands
-    (the most specific, then the newest; undated claims oldest). `measured` names
-    the figure a claim is compared with where the median is not it (a concurrent board's
-    per-stream speed for a tokens/s claim, not the batch's aggregate)."""
-    measured = measured or {}
-    chosen: dict[str, Claim] = {}
-    for c in sorted(claims, key=Claim.precedence):
-        chosen[c.metric] = c
-    return [
-        ClaimVsMeasured(
-            metric, claim, measured[metric] if metric in measured else agg.percentile(metric, 50)
-        )
-        for metric, claim in sorted(chosen.items())
-    ]
-
-
 def measured_claims(rows: list[Row]) -> None:
     """A claim is shown only beside a figure the board measures: a metric no row has a
     figure for (a speed claim on a board of answers too short for speed) is dropped; a
@@ -311,6 +230,12 @@ class Leaderboard:
     def left_out(self) -> tuple[int, int]:
         """(runs left out as client-bound, runs) over every row: what the board says."""
         return sum(r.left_out for r in self.rows), sum(r.samples for r in self.rows)
+
+    @property
+    def concurrency(self) -> int:
+        """Requests the board's workload runs at once: above one, no claim about one
+        stream alone stands beside its figures (Claim.covers), and an empty cell says so."""
+        return self.workload.concurrent_requests if self.workload else 1
 
     @property
     def rank_metric(self) -> str:
@@ -363,21 +288,19 @@ def leaderboard(filters: Filters, now: datetime | None = None) -> Leaderboard:
         Endpoint.objects.select_related("provider", "canonical_model").filter(pk__in=shown_ids)
     )
     prices = current_prices(shown_ids, now.date())
-    claims = claims_for(shown, workload)
     streams = per_stream_speeds(shown_ids - not_applicable, workload, start, now, filters.region)
+    claims = compared(shown, workload, figures.totals, streams)
     rows = []
     for e in shown:
         if e.pk in not_applicable:
             continue
         agg = figures.totals.get(e.pk, Agg())
-        # A concurrent board's own tokens/s claim is per stream: it meets the stream's speed.
-        measured = {"output_tps": streams.get(e.pk)} if kinds.of(workload).streams else None
         rows.append(
             Row(
                 endpoint=e,
                 agg=agg,
                 blended_price=prices[e.pk].blended_per_m if e.pk in prices else None,
-                claims=best_claims(claims.get(e.pk, []), agg, measured),
+                claims=claims[e.pk],
                 sparkline=figures.sparklines.get(e.pk, []),
                 stream_tps=streams.get(e.pk),
             )

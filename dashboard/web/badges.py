@@ -23,9 +23,9 @@ from django.utils import timezone
 from django.utils.html import escape
 from django.views.decorators.http import require_safe
 
-from dashboard.queries import aggregates
+from dashboard.queries import aggregates, claims
 from dashboard.queries.aggregates import Agg
-from probes.models import Claim, Endpoint, Provider, Workload
+from probes.models import Endpoint, Provider, Workload
 
 WIDTH, HEIGHT, LABEL_WIDTH = 200, 20, 96
 MAX_AGE_S = 300
@@ -115,29 +115,36 @@ def _merged(scope: Q, window: timedelta, metrics: tuple[str, ...]) -> Agg:
     return merged
 
 
-def _workload_scope(request: HttpRequest) -> Q:
+def _workload(request: HttpRequest) -> Workload:
     """Speeds are per workload: ?workload=<slug>, else the leaderboard's default one."""
     slug = request.GET.get("workload") or settings.DEFAULT_WORKLOAD
     workload = Workload.objects.filter(slug=slug).first()
     if workload is None:
         raise Http404(f"No workload {slug!r}.")
-    return Q(workload_id=workload.pk)
+    return workload
 
 
-def _claim_kept(endpoints: list[Endpoint], scope: Q) -> float | None:
-    """Measured ÷ claimed output speed; for several endpoints, the least kept claim."""
-    claims = list(Claim.objects.filter(metric="output_tps"))
-    kept = []
-    for endpoint in endpoints:
-        covering = [c for c in claims if c.covers(endpoint, c.workload_id)]
-        if not covering:
-            continue
-        claim = max(covering, key=lambda c: (c.published_on is not None, c.published_on))
-        claimed = claim.value if claim.value_high is None else (claim.value + claim.value_high) / 2
-        measured = _merged(scope & Q(endpoint=endpoint), SPEED_WINDOW, ("output_tps",))
-        speed = measured.percentile("output_tps", 50)
-        if speed is not None and claimed > 0:
-            kept.append(speed / claimed)
+def _workload_scope(request: HttpRequest) -> Q:
+    return Q(workload_id=_workload(request).pk)
+
+
+def _claim_kept(endpoints: list[Endpoint], scope: Q, workload: Workload) -> float | None:
+    """Measured ÷ claimed output speed on the badge's workload, compared as the board
+    compares it (dashboard/queries/claims.py); for several endpoints, the least kept."""
+    now = timezone.now()
+    start = now - SPEED_WINDOW
+    scope &= Q(workload_id=workload.pk)
+    aggs = {
+        key[0]: agg
+        for (key, _), agg in aggregates.collect(scope, start, now, metrics=("output_tps",)).items()
+    }
+    compared = claims.compared_over(endpoints, workload, aggs, start, now, aggregates.ALL)
+    kept = [
+        c.share
+        for row in compared.values()
+        for c in row
+        if c.metric == "output_tps" and c.share is not None
+    ]
     return min(kept, default=None)
 
 
@@ -152,7 +159,7 @@ def badge_for(kind: str, endpoints: list[Endpoint], scope: Q, request: HttpReque
         window = kind.removeprefix("uptime-")
         return uptime_badge(window, _merged(scope, UPTIME_WINDOWS[window], ()).success_rate)
     if kind == "claim-kept":
-        return claim_badge(_claim_kept(endpoints, scope & _workload_scope(request)))
+        return claim_badge(_claim_kept(endpoints, scope, _workload(request)))
     raise Http404(f"No badge {kind!r}. Kinds: {', '.join(KINDS)}.")
 
 

@@ -22,6 +22,7 @@ from dashboard import prom_buckets
 from dashboard.middleware import bearer_token_ok
 from dashboard.models import RunRollup
 from dashboard.queries import aggregates, lifetime
+from dashboard.queries.claims import standing as claim_standing
 from dashboard.shared_result import SharedResult
 from dashboard.web.exposition import CONTENT_TYPE, Exposition, compressed, labels
 from probes.models import Claim, Endpoint, Probe, Workload
@@ -58,6 +59,7 @@ def render(now: datetime | None = None) -> bytes:
     now = now or timezone.now()
     endpoints = {e.pk: e for e in Endpoint.objects.select_related("provider", "canonical_model")}
     workloads = dict(Workload.objects.values_list("pk", "slug"))
+    series = lifetime.totals(now)
     label_texts: dict[tuple, str | None] = {}
 
     def series_labels(endpoint_id: int, workload_id: int, region: str) -> str | None:
@@ -79,14 +81,12 @@ def render(now: datetime | None = None) -> bytes:
 
     out = Exposition()
     totals = sorted(
-        (text, t)
-        for series, t in lifetime.totals(now).items()
-        if (text := series_labels(*series)) is not None
+        (text, t) for key, t in series.items() if (text := series_labels(*key)) is not None
     )
     _histograms(out, totals)
     _counters(out, totals)
     _ratios(out, now, series_labels)
-    _claims(out, endpoints, workloads)
+    _claims(out, endpoints, {(e, w) for e, w, _ in series})
     _lag(out, now, series_labels)
     _slots(out)
     return out.body()
@@ -173,30 +173,38 @@ def _ratios(out: Exposition, now: datetime, series_labels) -> None:
                 out.sample(name, text, ratios[index])
 
 
-def claim_rows(endpoints: dict[int, Endpoint]) -> list[tuple[Endpoint, Claim]]:
-    """(endpoint, claim) for every claim and every endpoint it covers; the claim that
-    stands first (Claim.precedence: an undated claim after every dated one)."""
-    claims = sorted(Claim.objects.filter(metric__in=CLAIM_GAUGES), key=Claim.precedence)[::-1]
-    return [(e, c) for e in endpoints.values() for c in claims if c.covers(e, c.workload_id)]
+def claim_rows(
+    endpoints: dict[int, Endpoint], measured: set[tuple[int, int]]
+) -> list[tuple[Endpoint, Workload, Claim]]:
+    """(endpoint, workload, claim) for each measured series (endpoint id, workload id) and
+    each metric's claim that stands beside it: the board's pairing (Claim.covers: a claim
+    about no workload only beside single-stream workloads; Claim.precedence)."""
+    workloads = Workload.objects.in_bulk({w for _, w in measured})
+    claims = list(Claim.objects.filter(metric__in=CLAIM_GAUGES))
+    rows = []
+    for endpoint_id, workload_id in sorted(measured):
+        e, workload = endpoints.get(endpoint_id), workloads.get(workload_id)
+        if e is None or workload is None:
+            continue
+        covering = [c for c in claims if c.covers(e, workload)]
+        rows += [(e, workload, c) for c in claim_standing(covering).values()]
+    return rows
 
 
-def _claims(out: Exposition, endpoints: dict[int, Endpoint], workloads: dict) -> None:
-    seen: set[tuple] = set()
+def _claims(out: Exposition, endpoints: dict[int, Endpoint], measured: set) -> None:
     by_gauge: dict[str, list[tuple[str, float]]] = defaultdict(list)
-    for e, claim in claim_rows(endpoints):
-        key = (e.pk, claim.workload_id, claim.metric)
-        if key in seen:
-            continue  # an older claim of the same figure
-        seen.add(key)
+    for e, workload, claim in claim_rows(endpoints, measured):
         name, factor = CLAIM_GAUGES[claim.metric]
         # A range (65–95 ms) is drawn at its middle.
         value = claim.value if claim.value_high is None else (claim.value + claim.value_high) / 2
-        workload = workloads.get(claim.workload_id, "") if claim.workload_id else ""
-        text = labels(CLAIM_LABELS, (e.provider.slug, e.canonical_model.slug, e.model_id, workload))
-        by_gauge[name].append((text, value * factor))
+        key = (e.provider.slug, e.canonical_model.slug, e.model_id, workload.slug)
+        by_gauge[name].append((labels(CLAIM_LABELS, key), value * factor))
     for name, _ in CLAIM_GAUGES.values():
         out.family(
-            name, "gauge", "What the vendor published (workload empty: any); ranges at the middle."
+            name,
+            "gauge",
+            "What the vendor published, beside each workload measured that it describes "
+            "(a claim about no workload: single-stream workloads only); ranges at the middle.",
         )
         for text, value in sorted(by_gauge[name]):
             out.sample(name, text, value)

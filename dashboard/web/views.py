@@ -23,7 +23,7 @@ from dashboard.definitions import (
     STATUS_MEANINGS,
 )
 from dashboard.models import ROLLUP_METRICS
-from dashboard.queries import aggregates, history, ranking
+from dashboard.queries import aggregates, claims, history, ranking
 from dashboard.queries import filters as query_filters
 from dashboard.queries import leaderboard as leaderboards
 from dashboard.web import badges, server_side
@@ -248,8 +248,15 @@ def _history_page(
         context["unmeasured"] = history.unmeasured(endpoints, filters.workload, filters.region)
     if kind == "endpoint":
         (endpoint,) = endpoints
-        claims = leaderboards.claims_for(endpoints, context["filters"].workload)[endpoint.pk]
-        context["claims"] = leaderboards.best_claims(claims, context["totals"])
+        now = timezone.now()
+        context["claims"] = claims.compared_over(
+            endpoints,
+            filters.workload,
+            {endpoint.pk: context["totals"]},
+            now - aggregates.HISTORY_WINDOWS[filters.window],
+            now,
+            filters.region,
+        )[endpoint.pk]
         # Speed badges are per workload: the page's own, or, with every workload pooled
         # (a badge cannot pool them), the endpoint's headline one that ranks on speed;
         # never a loop's or a batch's figure passed off as its output speed.

@@ -23,6 +23,7 @@ from probes.catalog.seeds import (
     DEMO_CLAIM_SOURCE,
     DEMO_COSTLY_INTERVAL_S,
     DEMO_INTERVAL_S,
+    DEMO_JITTER_S,
     DEMO_MAX_CONCURRENCY,
     DEMO_MODEL,
     DEMO_PROVIDERS,
@@ -190,8 +191,10 @@ def _probes(
     region: str,
     report: LoadReport,
     interval_s: int | None = None,
+    jitter_s: int | None = None,
 ) -> None:
-    """One probe per workload; `interval_s` None means the seed intervals.
+    """One probe per workload; `interval_s` None means the seed intervals, `jitter_s`
+    None the seeds' (a demo probe's follows the code, and is planned again when it changes).
 
     A parallel workload is left out where the provider's cap is below its N (it could
     never run: raise the cap in the admin, then add the probe or reload the catalog).
@@ -209,12 +212,19 @@ def _probes(
             Probe,
             key,
             {"endpoint": endpoint, "workload": workload, "region": region},
-            {"interval_s": every, "jitter_s": min(10, every // 6)},
+            {
+                "interval_s": every,
+                "jitter_s": min(10, every // 6) if jitter_s is None else jitter_s,
+            },
             "probes",
             report,
         )
         # New probes are not all due at once: the planner spreads them (report.plan()).
         if report.created.get("probes", 0) > added:
+            report.to_plan.append(probe)
+        elif probe is not None and jitter_s is not None and probe.jitter_s != jitter_s:
+            probe.jitter_s = jitter_s
+            probe.save(update_fields=["jitter_s"])
             report.to_plan.append(probe)
 
 
@@ -342,7 +352,7 @@ def load_demo(region: str, simulator_url: str) -> LoadReport:
         endpoint = _endpoint(provider, endpoint_seed, "", report)
         if endpoint is None:
             continue
-        _probes(endpoint, workloads, region, report, interval_s=DEMO_INTERVAL_S)
+        _probes(endpoint, workloads, region, report, DEMO_INTERVAL_S, DEMO_JITTER_S)
         _demo_claim(endpoint, BUILTIN[seed.profile], report)
     for extra in _DEMO_EXTRAS:
         extra(report)

@@ -28,6 +28,11 @@ SEED_INTERVAL_OVERRIDES_S = {
 # loops, parallel groups) every five minutes.
 DEMO_INTERVAL_S = 60
 DEMO_COSTLY_INTERVAL_S = 300
+# No random delay: the planner lays each demo endpoint's probes end to end within the
+# minute (probes/scheduling/planner.py), and 10 s of jitter on each would not fit there
+# (the GPU endpoint's minute would need 73 s): its probes would overlap, each slowing the
+# other's streams, and its claims read 73 % where one probe alone met them.
+DEMO_JITTER_S = 0
 # Demo providers take 8 concurrent requests, so parallel-8 runs on them.
 DEMO_MAX_CONCURRENCY = 8
 

@@ -113,6 +113,12 @@ class Workload(models.Model):
         single request's one."""
         return kinds.footprint(self).rounds
 
+    @property
+    def single_stream(self) -> bool:
+        """Each request alone, one after another (a loop's steps, a cached pair): the
+        figures a vendor's claim about no particular workload describe."""
+        return self.concurrent_requests == 1
+
     def fits_concurrency(self, slots: int | None) -> bool:
         """Can a server taking ``slots`` requests at once run this? (None: unknown.)"""
         return slots is None or self.concurrent_requests <= slots
@@ -223,7 +229,8 @@ class Claim(models.Model):
         null=True,
         blank=True,
         related_name="claims",
-        help_text="The use case the figure is about (code refactor, voice turn); empty: any.",
+        help_text="The use case the figure is about (code refactor, voice turn, parallel-8); "
+        "empty: one stream alone, shown beside every single-stream workload.",
     )
     metric = models.CharField(max_length=20, choices=CLAIM_METRICS)
     value = models.FloatField(validators=[MinValueValidator(0)])
@@ -266,14 +273,27 @@ class Claim(models.Model):
         if self.value_high is not None and self.value_high < self.value:
             raise ValidationError({"value_high": "The upper end is below the value."})
 
-    def covers(self, endpoint: Endpoint, workload_id: int | None = None) -> bool:
-        # A claim about one use case (workload) is shown only beside that workload's
-        # figures; a claim without one applies to any.
-        if self.workload_id is not None and self.workload_id != workload_id:
-            return False
+    def covers(self, endpoint: Endpoint, workload: Workload | None) -> bool:
+        """Whether the claim stands beside `endpoint`'s figures of `workload`: the one rule
+        of every surface that compares claims (boards, endpoint pages, API, badges, /metrics)."""
+        return self.names(endpoint) and self.describes(workload)
+
+    def names(self, endpoint: Endpoint) -> bool:
         if self.endpoint_id:
             return self.endpoint_id == endpoint.pk
         return (
             self.provider_id == endpoint.provider_id
             and self.canonical_model_id == endpoint.canonical_model_id
         )
+
+    def describes(self, workload: Workload | None) -> bool:
+        """Like with like. A claim about a use case describes that workload's figures only.
+        A claim about none is a vendor's figure for one stream alone: it describes any
+        workload whose requests run one at a time, never a concurrent one (8 streams at
+        once each run slower than one alone: "59 %" of a single-stream claim said nothing
+        of the provider), nor figures pooled over workloads (None)."""
+        if workload is None:
+            return False
+        if self.workload_id is not None:
+            return self.workload_id == workload.pk
+        return workload.single_stream

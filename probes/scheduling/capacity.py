@@ -162,6 +162,11 @@ def worker_cap(region: str) -> tuple[str, str]:
     return ("region", region)
 
 
+def endpoint_cap(endpoint_id: int) -> tuple[str, int]:
+    # One probe at a time, whatever its width: our own probes never measure each other.
+    return ("endpoint", endpoint_id)
+
+
 def _active_related(probes: list[Probe]):
     providers = {p.endpoint.provider_id for p in probes}
     regions = {p.region for p in probes}
@@ -177,8 +182,8 @@ def replan(
     probes: Iterable[Probe], now: datetime | None = None, given_tps: float | None = None
 ) -> dict[int, datetime]:
     """Give each probe a first start that spreads it from the probes it shares a cap
-    with (the other active probes of its provider and of its region's workers), and
-    save it. Returns the new next_run_at per probe id."""
+    with (the other active probes of its provider, of its endpoint and of its region's
+    workers), and save it. Returns the new next_run_at per probe id."""
     probes = [p for p in probes if p.pk is not None]
     if not probes:
         return {}
@@ -194,6 +199,7 @@ def replan(
             settings.WORKER_MAX_CONCURRENT_PROBES,
             planner.WORKER_WEIGHT,
         )
+        caps[endpoint_cap(probe.endpoint_id)] = (1, planner.ENDPOINT_WEIGHT)
     by_id = {p.pk: p for p in [*probes, *others]}
 
     def caps_of(load: planner.Load):
@@ -201,6 +207,7 @@ def replan(
         return [
             (provider_cap(probe.endpoint.provider_id), load.width),
             (worker_cap(probe.region), 1),
+            (endpoint_cap(probe.endpoint_id), 1),
         ]
 
     new = [busy[p.pk].load() for p in probes]

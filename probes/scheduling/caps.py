@@ -4,7 +4,10 @@ Two caps apply to every probe: the provider's (Provider.max_concurrency requests
 across all workers and regions: rate-limit friendly) and the worker's
 (settings.WORKER_MAX_CONCURRENT_PROBES probes at once: a client busy with too much
 distorts what it measures). A probe takes both before its first request and holds them
-to its last (probe_slots). Both are the same primitive, a counting semaphore whose slots are
+to its last (probe_slots). A third holds one endpoint to one probe at a time, across
+workers and regions (endpoint_turn): two of our probes of one endpoint at once would each
+measure it slower than it is; the planner lays them apart, and this turn holds where a slot
+runs longer than planned. All are the same primitive, a counting semaphore whose slots are
 leases: a sorted set of holder tokens scored by their expiry. Each token names the
 worker holding it, so the slots of a worker killed with SIGKILL (which never releases
 them) are freed as soon as it is known dead: when the sweeper sees its heartbeat gone,
@@ -90,6 +93,10 @@ def provider_semaphore(provider: Provider, rounds: int = 1) -> Semaphore:
     )
 
 
+def endpoint_semaphore(endpoint_id: int, lease_s: float) -> Semaphore:
+    return Semaphore(f"{PREFIX}:endpoint:{endpoint_id}", 1, lease_s)
+
+
 def _worker_key(worker: str) -> str:
     return f"{PREFIX}:worker:{worker}"
 
@@ -105,10 +112,11 @@ def release_worker_slots(worker: str, client: redis.Redis | None = None) -> int:
     freed = client.zcard(_worker_key(worker))
     client.delete(_worker_key(worker))
     mine = f"{worker}{HOLDER_SEP}"
-    for key in client.scan_iter(match=f"{PREFIX}:provider:*", count=500):
-        held = [token for token in client.zrange(key, 0, -1) if token.startswith(mine)]
-        if held:
-            freed += client.zrem(key, *held)
+    for shared in ("provider", "endpoint"):
+        for key in client.scan_iter(match=f"{PREFIX}:{shared}:*", count=500):
+            held = [token for token in client.zrange(key, 0, -1) if token.startswith(mine)]
+            if held:
+                freed += client.zrem(key, *held)
     return freed
 
 
@@ -201,6 +209,7 @@ def probe_slots(
     rounds: int = 1,
     client: redis.Redis | None = None,
     wait: Wait | None = None,
+    endpoint_id: int | None = None,
 ) -> Iterator:
     """Hold what one probe needs for all its requests, or raise Busy before any is sent.
 
@@ -223,10 +232,63 @@ def probe_slots(
     at once is its own cap's business. (Counting streams instead made a
     parallel group wider than the worker wait for the whole worker to be idle, which a
     busy worker never is.) Runs near the worker's own ceiling are flagged client_bound.
+
+    With ``endpoint_id``, the endpoint's turn is taken first (endpoint_turn), so no other
+    probe of it runs meanwhile; then the provider's and the worker's caps.
     """
     check_width(provider, width)
     client = client or redis_client()
     per_provider = provider_semaphore(provider, rounds)
+    with (
+        endpoint_turn(client, endpoint_id, worker, per_provider.lease_s, wait),
+        _provider_and_worker(client, provider, worker, width, per_provider, wait),
+    ):
+        yield
+
+
+@contextmanager
+def endpoint_turn(
+    client: redis.Redis,
+    endpoint_id: int | None,
+    worker: str,
+    lease_s: float,
+    wait: Wait | None = None,
+) -> Iterator:
+    """Hold the endpoint's one turn (None: no endpoint, nothing held): at once, else Busy;
+    with `wait`, in turn (first come, first served) until wait.until, then Busy naming the
+    probe that holds it (or Stopped). Waiting holds nothing else: the provider's and the
+    worker's caps are taken after it."""
+    if endpoint_id is None:
+        yield
+        return
+    sem = endpoint_semaphore(endpoint_id, lease_s)
+    if wait is None:
+        token = sem.acquire(client, worker)
+        if token is None:
+            raise Busy("this endpoint", waiting.describe(client, "endpoint", sem, "turn"))
+    else:
+        holder = f"{worker}{HOLDER_SEP}{waiting.clean_label(wait.label)}"
+        try:
+            token = waiting.wait_for_one(
+                client, sem, holder, wait.until, wait.stopping, "endpoint", "turn"
+            )
+        except waiting.CapFull as full:
+            raise Busy("this endpoint", str(full)) from None
+    try:
+        yield
+    finally:
+        sem.release(client, token)
+
+
+@contextmanager
+def _provider_and_worker(
+    client: redis.Redis,
+    provider: Provider,
+    worker: str,
+    width: int,
+    per_provider: Semaphore,
+    wait: Wait | None,
+) -> Iterator:
     per_worker = worker_semaphore(worker, per_provider.lease_s)
     if wait is not None:
         holder = f"{worker}{HOLDER_SEP}{waiting.clean_label(wait.label)}"
@@ -276,9 +338,11 @@ def hold(
     first: Any,
     stages: Sequence[Callable[[Any], Any]],
     wait: Wait | None = None,
+    endpoint_id: int | None = None,
 ) -> Any:
     """The slot's caps stage (probes/slots/): hold ``footprint`` (its ``width`` streams
-    for ``rounds`` requests in turn; None: nothing will be sent, so no slot) while the
+    for ``rounds`` requests in turn; None: nothing will be sent, so no slot), and the turn
+    of ``endpoint_id`` (one probe of an endpoint at a time), while the
     ``stages`` below run in turn, each reading what the one before returned, starting
     from ``first``; return the last one's value.
 
@@ -294,7 +358,9 @@ def hold(
         for stage in stages:
             value = stage(value)
     else:
-        with probe_slots(provider, worker, footprint.width, footprint.rounds, wait=wait):
+        with probe_slots(
+            provider, worker, footprint.width, footprint.rounds, wait=wait, endpoint_id=endpoint_id
+        ):
             for stage in stages:  # Busy was raised before: nothing sent
                 value = stage(value)
     if getattr(value, "rate_limited", False):

@@ -108,6 +108,32 @@ return {1}
 """
 
 
+# One cap alone (an endpoint's turn), first come first served: KEYS queue, seen,
+# semaphore; ARGV now, ticket, arrival, stale before, limit, lease expiry, token, queue
+# ttl. The ticket heading the queue takes a slot when one is free; 1 when taken, else 0.
+_TAKE_ONE = """
+local now = tonumber(ARGV[1])
+for _, stale in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', '(' .. ARGV[4])) do
+    redis.call('ZREM', KEYS[1], stale)
+    redis.call('ZREM', KEYS[2], stale)
+end
+redis.call('ZADD', KEYS[1], 'NX', ARGV[3], ARGV[2])
+redis.call('ZADD', KEYS[2], now, ARGV[2])
+redis.call('EXPIRE', KEYS[1], ARGV[8])
+redis.call('EXPIRE', KEYS[2], ARGV[8])
+redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
+if redis.call('ZRANK', KEYS[1], ARGV[2]) ~= 0
+    or redis.call('ZCARD', KEYS[3]) >= tonumber(ARGV[5]) then
+    return 0
+end
+redis.call('ZADD', KEYS[3], ARGV[6], ARGV[7])
+redis.call('EXPIRE', KEYS[3], math.ceil(ARGV[6] - now) + 60)
+redis.call('ZREM', KEYS[1], ARGV[2])
+redis.call('ZREM', KEYS[2], ARGV[2])
+return 1
+"""
+
+
 class CapFull(Exception):
     """The slot could not start in time: the message names the cap and its holders."""
 
@@ -233,3 +259,40 @@ def _why(client: redis.Redis, got: list, provider_sem, worker_sem, provider_name
         return why + (f", {provider_rank} earlier slot(s) waiting" if provider_rank else "")
     why = describe(client, "worker", worker_sem, "probe slots")
     return why + (f", {worker_rank} earlier slot(s) waiting" if worker_rank else "")
+
+
+def wait_for_one(
+    client: redis.Redis,
+    sem,
+    holder: str,
+    until: float,
+    stopping: Callable[[], bool] = lambda: False,
+    what: str = "cap",
+    unit: str = "slots",
+) -> str:
+    """Wait in turn for one slot of `sem` alone (an endpoint's turn) and take it; the
+    token taken (release it through the semaphore). Raises CapFull or Stopped, as
+    wait_for_slots does."""
+    ticket = f"{holder}{SEP}{uuid.uuid4().hex}"
+    token = f"{ticket}{SEP}t"
+    arrival = time.time()
+    queue, seen = _queues(sem)
+    try:
+        while True:
+            now = time.time()
+            got = client.eval(
+                _TAKE_ONE, 3, queue, seen, sem.key, now, ticket, arrival, now - STALE_S,
+                sem.limit, now + sem.lease_s, token, int(STALE_S * 6),
+            )  # fmt: skip
+            if got == 1:
+                return token
+            if stopping():
+                raise Stopped("stopped before it could start")
+            if now + POLL_S > until:
+                ahead = client.zrank(queue, ticket) or 0
+                why = describe(client, what, sem, unit)
+                raise CapFull(why + (f", {ahead} earlier slot(s) waiting" if ahead else ""))
+            time.sleep(POLL_S)
+    finally:
+        client.zrem(queue, ticket)
+        client.zrem(seen, ticket)

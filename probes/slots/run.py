@@ -47,5 +47,6 @@ def run_slot(
     # scrubbed from it first (probes/engine/scrub.py).
     with scrub.using(recorder.live_scrubber()):
         return caps.hold(
-            probe.endpoint.provider, worker, planned.footprint, planned, stages, wait=wait
-        )
+            probe.endpoint.provider, worker, planned.footprint, planned, stages, wait=wait,
+            endpoint_id=probe.endpoint_id,
+        )  # fmt: skip

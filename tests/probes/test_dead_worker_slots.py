@@ -1,6 +1,6 @@
 """A worker killed with SIGKILL never releases its request slots (its own cap's and the
-provider's): they are freed once it is known dead, not after their lease (the provider's
-total timeout and a minute)."""
+provider's) nor its endpoint's turn: they are freed once it is known dead, not after their
+lease (the provider's total timeout and a minute)."""
 
 from __future__ import annotations
 
@@ -73,10 +73,13 @@ def test_a_worker_restarted_under_its_name_frees_what_its_dead_predecessor_held(
 ):
     doomed, per_worker, per_provider = kill_mid_request(make_probe, processes, clean_redis)
     assert (per_worker.holders(clean_redis), per_provider.holders(clean_redis)) == (1, 1)
+    turns = [clean_redis.zcard(k) for k in clean_redis.scan_iter(f"{caps.PREFIX}:endpoint:*")]
+    assert turns == [1]  # its endpoint's turn, held too
 
     # As `make run`'s supervisor restarts it: same name, before it takes any task.
     again = processes.worker("doomed", concurrency=1)
 
     assert again.name == doomed.name
     assert (per_worker.holders(clean_redis), per_provider.holders(clean_redis)) == (0, 0)
-    assert f"Freed 2 slot(s) held by a previous {doomed.name} that died" in again.output()
+    # Its worker slot, its provider slot and its endpoint's turn.
+    assert f"Freed 3 slot(s) held by a previous {doomed.name} that died" in again.output()

@@ -67,6 +67,40 @@ def test_a_wide_parallel_group_counts_its_width_against_the_provider():
     assert planner.busy_per_hour_s([wide]) == 8 * 10 * 60
 
 
+def _seconds_at_once(loads: list[planner.Load], starts: dict) -> int:
+    """Seconds of the hour in which two or more of `loads` are busy (jitter included)."""
+    profile = planner.Profile.empty(1, 1.0)
+    for load in loads:
+        profile.add(load, int(starts[load.key]) % planner.CYCLE_S, 1)
+    return int((profile.use >= 2).sum())
+
+
+# The demo's GPU endpoint: five workloads every minute, five every five minutes (a
+# parallel group of 8 among them), busy seconds as measured against the simulator.
+GPU_DEMO = {
+    ("standard-1k", 60): 9.2, ("json-schema", 60): 4.0, ("chat-short", 60): 3.0,
+    ("tool-call", 60): 2.2, ("voice-turn", 60): 1.5, ("parallel-8", 300): 10.2,
+    ("agent-loop", 300): 24.2, ("code-refactor", 300): 17.8, ("long-10k", 300): 17.2,
+    ("cached-10k", 300): 14.3,
+}  # fmt: skip
+
+
+def test_probes_of_one_endpoint_are_laid_apart_even_where_its_provider_takes_them_at_once():
+    """Issue 34 item 5: our own probes of one endpoint at once slow each other (the demo's
+    code-refactor read 80 % of its claim, alone 100 %). The provider takes 8 at once; the
+    endpoint is a cap of one, and the minute's probes go first so the five-minute ones
+    fit in the gaps they leave (placed the other way round, 276 s an hour overlapped)."""
+    loads = [
+        planner.Load(slug, interval, busy, width=8 if slug == "parallel-8" else 1)
+        for (slug, interval), busy in GPU_DEMO.items()
+    ]
+    caps = {"provider": (8, planner.PROVIDER_WEIGHT), "endpoint": (1, planner.ENDPOINT_WEIGHT)}
+    starts = planner.place(
+        loads, [], caps, lambda load: [("provider", load.width), ("endpoint", 1)], 1_700_000_000.0
+    )
+    assert _seconds_at_once(loads, starts) == 0
+
+
 def test_estimate_from_tokens_and_speed():
     one_k = planner.Work(input_tokens=1000, output_tokens=1000, rounds=1)
     # 0.5 s first token + 1000 / (60 × 20) s reading + 1000 / 60 s writing.
@@ -175,3 +209,36 @@ def test_load_demo_spreads_each_provider_s_probes(db, settings):
         assert len(set(seconds)) == len(seconds), provider.name
     for use in capacity.capacity_plan():
         assert use.share <= planner.WARN_SHARE, use.describe()
+
+
+def _demo_seconds_at_once() -> list[int]:
+    """Per demo endpoint, the seconds of the hour two of its probes are planned at once."""
+    probes = Probe.objects.filter(endpoint__provider__simulated=True).select_related(
+        "endpoint__provider", "workload"
+    )
+    by_endpoint: dict[int, list] = {}
+    for b in capacity.busy_of(probes):
+        by_endpoint.setdefault(b.probe.endpoint_id, []).append(b.load())
+    return [
+        _seconds_at_once(loads, {load.key: load.phase_s for load in loads})
+        for loads in by_endpoint.values()
+    ]
+
+
+def test_load_demo_plans_each_endpoint_s_probes_apart(db):
+    """Measured before the fix: the demo's endpoints had two of their own probes running
+    at once 876-1,320 s of every hour (10 s of jitter each, no endpoint cap)."""
+    loader.load_demo("local", "http://127.0.0.1:9")
+    assert set(Probe.objects.values_list("jitter_s", flat=True)) == {0}
+    assert _demo_seconds_at_once() == [0, 0, 0, 0]
+
+
+def test_a_demo_planned_before_is_planned_again_on_its_next_load(db):
+    """A demo's probes follow the code: one planned with jitter, all at once, is laid
+    apart when `make run` loads the demo again."""
+    loader.load_demo("local", "http://127.0.0.1:9")
+    Probe.objects.update(jitter_s=10, next_run_at=datetime.now(UTC) + timedelta(seconds=30))
+    assert min(_demo_seconds_at_once()) > 0
+    loader.load_demo("local", "http://127.0.0.1:9")
+    assert set(Probe.objects.values_list("jitter_s", flat=True)) == {0}
+    assert _demo_seconds_at_once() == [0, 0, 0, 0]

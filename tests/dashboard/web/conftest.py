@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -144,6 +145,24 @@ def make_run(
         methodology_version="1",
         **kw,
     )
+
+
+def make_batches(endpoint: Endpoint, workload: Workload, speeds: tuple[float, ...], n: int = 3):
+    """`n` parallel run groups of `workload` (kind parallel, requests = len(speeds) - 1):
+    each its lone baseline at speeds[0], its batch at the others, and a summary row with
+    the batch's aggregate rate (0.9 × their sum), as the parallel kind records them."""
+    alone, *batch = speeds
+    for _ in range(n):
+        group = uuid.uuid4()
+        for index, speed in enumerate(speeds):
+            make_run(
+                endpoint, workload, ago=timedelta(minutes=5), output_tps=speed, role="step",
+                run_group=group, request_index=index,
+            )  # fmt: skip
+        make_run(
+            endpoint, workload, ago=timedelta(minutes=5), output_tps=sum(batch) * 0.9,
+            role="group", run_group=group, request_index=len(speeds), slowdown=alone / min(batch),
+        )  # fmt: skip
 
 
 @pytest.fixture

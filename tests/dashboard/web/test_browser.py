@@ -11,6 +11,7 @@ made-up figures carry vendors' names.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from urllib.parse import urlparse
 
@@ -18,7 +19,7 @@ import pytest
 from django.utils import timezone
 
 from dashboard.alerts.models import AlertEvent, AlertRule
-from probes.models import ProbeRun
+from probes.models import Claim, ProbeRun
 from probes.platform.redis_client import redis_client
 from probes.scheduling import heartbeat
 from probes.simulator import start_in_process
@@ -425,6 +426,20 @@ def test_the_claims_column_names_the_metric_for_people(page, history):
     page.goto(page.base + "/")
     claim = page.locator("#leaderboard-table .claim-metric").first
     assert claim.inner_text() == "Output speed"
+
+
+def test_the_parallel_board_holds_no_single_stream_claim_against_its_streams(page, measured):
+    """A vendor's tokens/s claim about no workload is about one stream alone (issue 34
+    item 5): measured for real, the standard board compares it; the parallel board, whose
+    streams run two at once, shows no percentage of it and says why."""
+    endpoint = measured["parallel-8"].endpoint
+    Claim.objects.create(endpoint=endpoint, metric="output_tps", value=2100, source_title="Alone")
+    page.goto(page.base + "/?workload=parallel-8")
+    cell = page.locator("#leaderboard-table tbody tr td.claims").first
+    assert cell.inner_text() == "no claim for 2 at once"
+    page.goto(page.base + "/?workload=standard-1k")
+    text = page.locator("#leaderboard-table tbody tr td.claims").first.inner_text()
+    assert re.fullmatch(r"Output speed claimed 2,100 · measured [\d,]+ · \d+ %", text), text
 
 
 def test_the_admin_probe_list_shows_every_column_on_a_laptop(staff_page, catalog):

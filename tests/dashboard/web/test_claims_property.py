@@ -95,7 +95,7 @@ def test_claims_with_missing_fields_render_on_every_surface(with_runs, drawn):
         assert client.get(path).status_code == 200, path
 
     # The board's claim for the fast endpoint is the one that stands.
-    covering = [c for c in claims if c.covers(fast, workload.pk) and c.metric == "output_tps"]
+    covering = [c for c in claims if c.covers(fast, workload) and c.metric == "output_tps"]
     answer = client.get(f"/api/v1/leaderboard?workload={workload.slug}").json()
     row = next(r for r in answer["rows"] if r["endpoint_id"] == fast.pk)
     if covering:

@@ -285,7 +285,9 @@ def test_claims_are_gauges_in_base_units_beside_the_measured(client, history):
     )
     families = scrape(client)
     speed = "inferwatch_claim_output_tokens_per_second"
-    assert sample(families, speed, endpoint="llama-3.3-70b", workload="") == 2100
+    # Beside each workload measured that it describes: a claim about none, on chat-short.
+    (claimed,) = samples(families, speed, endpoint="llama-3.3-70b")
+    assert (claimed.labels["workload"], claimed.value) == ("chat-short", 2100)
     ttft = "inferwatch_claim_time_to_first_token_seconds"
     assert sample(families, ttft, endpoint="llama-3.3-70b") == pytest.approx(0.080)
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import csv
 import io
-import uuid
 from datetime import timedelta
 
 import plotly.graph_objects as go
@@ -20,7 +19,7 @@ from dashboard.queries import history as endpoint_history
 from dashboard.queries import leaderboard as leaderboards
 from probes.models import Claim, ProbeRun
 
-from .conftest import make_run
+from .conftest import make_batches, make_run
 
 
 def board(**params) -> leaderboards.Leaderboard:
@@ -272,19 +271,8 @@ def test_a_parallel_board_ranks_and_compares_claims_per_stream(client, catalog):
     workload.kind, workload.requests = "parallel", 2
     workload.save()
     e = catalog["endpoints"]
-    streams = {"fast": (1800.0, 1500.0, 1600.0), "mid": (400.0, 390.0, 380.0)}
-    for key, (alone, *batch) in [*streams.items()] * 3:  # three batches each: enough to rank
-        group = uuid.uuid4()
-        for index, speed in enumerate((alone, *batch)):
-            make_run(
-                e[key], workload, ago=timedelta(minutes=5), output_tps=speed, role="step",
-                run_group=group, request_index=index,
-            )  # fmt: skip
-        aggregate = sum(batch) * 0.9
-        make_run(
-            e[key], workload, ago=timedelta(minutes=5), output_tps=aggregate, role="group",
-            run_group=group, request_index=3, slowdown=alone / min(batch),
-        )  # fmt: skip
+    make_batches(e["fast"], workload, (1800.0, 1500.0, 1600.0))  # three: enough to rank
+    make_batches(e["mid"], workload, (400.0, 390.0, 380.0))
     b = board()
     assert b.rank_metric == "stream_tps" and b.filters.sort == "-stream_tps"
     rows = {r.endpoint.pk: r for r in b.rows}
