@@ -23,6 +23,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import os
+import re
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -171,6 +173,12 @@ class Wait:
     stopping: Callable[[], bool] = lambda: False
 
 
+def _release_quietly(sem: Semaphore, client: redis.Redis, *tokens: str) -> None:
+    # Redis away as a run ends: it is measured and recorded all the same; its leases expire.
+    with contextlib.suppress(redis.ConnectionError, redis.TimeoutError):
+        sem.release(client, *tokens)
+
+
 class CapsAway(Exception):
     """Redis, which keeps the caps, did not answer until the slot's last moment to start:
     skipped, nothing sent (a probe never runs past its provider's cap unchecked)."""
@@ -267,17 +275,42 @@ def endpoint_turn(
         if token is None:
             raise Busy("this endpoint", waiting.describe(client, "endpoint", sem, "turn"))
     else:
-        holder = f"{worker}{HOLDER_SEP}{waiting.clean_label(wait.label)}"
+        # The process in the holder's name: a prefork child killed mid-probe (which
+        # never releases) leaves a turn its own worker frees as its next slot asks.
+        holder = f"{worker}{HOLDER_SEP}{waiting.clean_label(wait.label)} pid {os.getpid()}"
+        _free_turns_of_dead_processes(client, sem, worker)
         try:
             token = waiting.wait_for_one(
                 client, sem, holder, wait.until, wait.stopping, "endpoint", "turn"
             )
+        except waiting.CapsAway as away:
+            raise CapsAway(str(away)) from None
         except waiting.CapFull as full:
             raise Busy("this endpoint", str(full)) from None
     try:
         yield
     finally:
-        sem.release(client, token)
+        _release_quietly(sem, client, token)
+
+
+def _free_turns_of_dead_processes(client: redis.Redis, sem: Semaphore, worker: str) -> None:
+    """Free the turns `worker` (this host's) holds under a process that is gone."""
+    mine = f"{worker}{HOLDER_SEP}"
+    with contextlib.suppress(redis.ConnectionError, redis.TimeoutError):
+        for token in client.zrange(sem.key, 0, -1):
+            pid = re.search(r" pid (\d+)", token) if token.startswith(mine) else None
+            if pid and not _alive(int(pid.group(1))):
+                client.zrem(sem.key, token)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: alive
+        return True
+    return True
 
 
 @contextmanager
@@ -304,10 +337,8 @@ def _provider_and_worker(
         try:
             yield
         finally:
-            # Redis away now: the run is measured and recorded; the leases expire.
-            with contextlib.suppress(redis.ConnectionError, redis.TimeoutError):
-                per_provider.release(client, *tokens[:-1])
-                per_worker.release(client, tokens[-1])
+            _release_quietly(per_provider, client, *tokens[:-1])
+            _release_quietly(per_worker, client, tokens[-1])
         return
     worker_token = per_worker.acquire(client, worker)
     if worker_token is None:

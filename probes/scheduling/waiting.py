@@ -205,49 +205,62 @@ def wait_for_slots(
     ]
     prefix = f"{ticket}{SEP}"
     ttl = int(STALE_S * 6)
-    away_since = None  # Redis away: wait for it as for a full cap, never send unchecked
+    away = _Away()  # Redis away: waited for as a full cap is, nothing sent unchecked
     try:
         while True:
             now = time.time()
-            try:
-                got = client.eval(
-                    _TAKE, len(keys), *keys, now, ticket, arrival, now - STALE_S,
-                    provider_sem.limit, width, now + provider_sem.lease_s,
-                    worker_sem.limit, now + worker_sem.lease_s, prefix, ttl,
-                )  # fmt: skip
-                away_since = None
-            except (redis.ConnectionError, redis.TimeoutError):
-                got, away_since = None, away_since or now
+            got = away.ask(
+                client.eval,
+                _TAKE, len(keys), *keys, now, ticket, arrival, now - STALE_S,
+                provider_sem.limit, width, now + provider_sem.lease_s,
+                worker_sem.limit, now + worker_sem.lease_s, prefix, ttl,
+            )  # fmt: skip
             if got and got[0] == 1:
                 return [f"{prefix}{i}" for i in range(1, width + 1)] + [f"{prefix}w"]
             if stopping():
                 raise Stopped("stopped before it could start")
             if now + POLL_S > until:
                 if got is None:
-                    away_s = now - away_since
-                    raise CapsAway(
-                        f"Redis, which keeps the caps, did not answer for {away_s:.0f} s"
-                    )
+                    raise away.gave_up()
                 raise CapFull(_why(client, got, provider_sem, worker_sem, provider_name))
-            time.sleep(POLL_S if got else AWAY_POLL_S)
+            time.sleep(away.poll_s)
     finally:
-        _leave(
-            client,
-            ticket,
-            provider_parked,
-            provider_queue,
-            provider_seen,
-            worker_queue,
-            worker_seen,
-        )
+        _leave(client, ticket, provider_parked, provider_queue, provider_seen)
+        _leave(client, ticket, None, worker_queue, worker_seen)
 
 
-def _leave(client: redis.Redis, ticket: str, parked: str, *queues: str) -> None:
+class _Away:
+    """Whether Redis answers a waiting slot, and since when it has not: a slot waits for
+    it as for a full cap, and past its budget gives up with CapsAway."""
+
+    def __init__(self) -> None:
+        self.since: float | None = None
+
+    def ask(self, call: Callable, *args):
+        try:
+            got = call(*args)
+        except (redis.ConnectionError, redis.TimeoutError):
+            self.since = self.since or time.time()
+            return None
+        self.since = None
+        return got
+
+    @property
+    def poll_s(self) -> float:
+        return AWAY_POLL_S if self.since else POLL_S
+
+    def gave_up(self) -> CapsAway:
+        away_s = time.time() - (self.since or time.time())
+        return CapsAway(f"Redis, which keeps the caps, did not answer for {away_s:.0f} s")
+
+
+def _leave(client: redis.Redis, ticket: str, parked: str | None, *queues: str) -> None:
     """Take the ticket out of the queues; with Redis away, STALE_S drops it later."""
     try:
         for key in queues:
             client.zrem(key, ticket)
-        client.hdel(parked, ticket)
+        if parked:
+            client.hdel(parked, ticket)
     except (redis.ConnectionError, redis.TimeoutError):
         pass
 
@@ -277,10 +290,12 @@ def wait_for_one(
     token = f"{ticket}{SEP}t"
     arrival = time.time()
     queue, seen = _queues(sem)
+    away = _Away()
     try:
         while True:
             now = time.time()
-            got = client.eval(
+            got = away.ask(
+                client.eval,
                 _TAKE_ONE, 3, queue, seen, sem.key, now, ticket, arrival, now - STALE_S,
                 sem.limit, now + sem.lease_s, token, int(STALE_S * 6),
             )  # fmt: skip
@@ -289,10 +304,11 @@ def wait_for_one(
             if stopping():
                 raise Stopped("stopped before it could start")
             if now + POLL_S > until:
+                if got is None:
+                    raise away.gave_up()
                 ahead = client.zrank(queue, ticket) or 0
                 why = describe(client, what, sem, unit)
                 raise CapFull(why + (f", {ahead} earlier slot(s) waiting" if ahead else ""))
-            time.sleep(POLL_S)
+            time.sleep(away.poll_s)
     finally:
-        client.zrem(queue, ticket)
-        client.zrem(seen, ticket)
+        _leave(client, ticket, None, queue, seen)

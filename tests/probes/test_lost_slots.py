@@ -87,6 +87,10 @@ def test_a_slot_whose_whole_worker_was_killed_is_re_sent_and_recorded_exactly_on
     assert now < slot.deadline
     report = ledger.sweep(resend_slot, now, ledger.silent_workers(beats, now))
     assert (report.resent, report.lost) == (1, 0)
+    # As the sweeper does (sweep_dispatched_slots): the dead worker's caps and its turn on
+    # the endpoint are freed, or the re-sent copy would wait for their leases.
+    silent_since = now - timedelta(seconds=ledger.WORKER_SILENT_AFTER_S)
+    assert caps.release_silent_workers(beats, silent_since, clean_redis)[doomed.name] >= 2
     survivor = processes.worker("survivor", concurrency=1)
     assert wait_for(lambda: _state(slot) == "done", 25), survivor.output()
 
