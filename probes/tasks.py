@@ -27,7 +27,15 @@ from django.db import InterfaceError, OperationalError, connections
 from probes.models import DispatchedSlot, Probe, WorkerCalibration
 from probes.onboarding.calibration import calibrate
 from probes.recording import recorder, retention, standby
-from probes.scheduling import caps, dispatch, heartbeat, lateness, ledger, maintenance
+from probes.scheduling import (
+    caps,
+    dispatch,
+    heartbeat,
+    lateness,
+    ledger,
+    maintenance,
+    offline_outcomes,
+)
 from probes.scheduling.outcomes import SlotReason
 from probes.slots import run as runner
 
@@ -145,8 +153,13 @@ def sweep_dispatched_slots() -> dict:
         beats = heartbeat.read_heartbeats("worker")
         kinds = ("stopped", "started", "killed", "db-away", "broker-away", "offline-slot")
         marks = {kind: heartbeat.read_heartbeats(kind) for kind in kinds}
+        skipped_offline = offline_outcomes.kept_skips()
     except redis.RedisError:
-        beats, marks = None, {}  # no heartbeats to judge by: deadlines and leases alone
+        beats, marks, skipped_offline = (
+            None,
+            {},
+            {},
+        )  # no heartbeats to judge by: deadlines and leases alone
     known = ledger.Known(
         stopped=marks.get("stopped", {}),
         started=marks.get("started", {}),
@@ -154,6 +167,7 @@ def sweep_dispatched_slots() -> dict:
         db_away=marks.get("db-away", {}),
         broker_away=marks.get("broker-away", {}),
         offline=marks.get("offline-slot", {}),
+        skipped_offline=skipped_offline,
     )
     if beats is not None:
         fresh = now - timedelta(seconds=ledger.WORKER_SILENT_AFTER_S)
@@ -187,6 +201,10 @@ def _settle_quietly(close, *args) -> None:
         close(*args)
     except DB_ERRORS as exc:
         log.warning("Could not update the slot ledger (%s); the sweeper will", exc)
+        if close is ledger.mark_skipped:  # no run will come: the sweeper needs the why
+            probe_id, slot_at, code, reason = args
+            name = ledger.offline_slot(probe_id, slot_at)
+            offline_outcomes.keep_skip(name, SlotReason(code).value, reason)
 
 
 @shared_task(

@@ -161,6 +161,8 @@ class Known:
     # Slots a worker took with the database away (offline_slot names them): measured or
     # measuring, their runs on the way through the recorder's retries or the spool.
     offline: dict[str, datetime] = field(default_factory=dict)
+    # Of those, the ones it skipped: (reason code, reason) (offline_outcomes.py).
+    skipped_offline: dict[str, tuple[str, str]] = field(default_factory=dict)
     alive: int | None = None  # workers beating now (None: Redis could not say)
 
 
@@ -330,6 +332,13 @@ def settle(
     if row.recorded:
         won = _as_seen(row).update(state="done", reason_code=_done_code(), closed_at=now)
         return "done" if won else ""
+    kept = known.skipped_offline.get(offline_slot(row.probe_id, row.slot_at))
+    if kept:  # skipped by its worker with the database away: closed as it decided
+        code, reason = kept
+        won = _as_seen(row).update(
+            state="skipped", reason_code=code, reason=reason[:1000], closed_at=now
+        )
+        return "skipped" if won else ""
     if _run_on_the_way(row, known, now):
         return ""  # measured with the database away: its run is written later, then done
     stopped = _stopped_cleanly(row, known)

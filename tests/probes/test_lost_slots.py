@@ -367,3 +367,36 @@ def test_a_slot_taken_offline_whose_run_never_came_is_lost_to_the_database(make_
     assert ledger.sweep(resend_slot, now=later, known=known).lost == 1
     row.refresh_from_db()
     assert (row.state, row.reason_code) == ("lost", "database_away")
+
+
+def test_a_slot_taken_offline_then_skipped_is_closed_as_skipped_not_waited_for(
+    make_probe, clean_redis, monkeypatch
+):
+    # make compose-check, Postgres away: two slots taken on the worker's last reads were
+    # then skipped (their endpoint busy); the skip could not reach the ledger, and the
+    # sweeper waited for runs that would never come.
+    from django.db import OperationalError
+
+    from probes import tasks
+    from probes.scheduling.outcomes import SlotReason
+
+    probe = make_probe(interval_s=60)
+    (claimed,) = claim_without_sending(probe)
+    row = DispatchedSlot.objects.get(probe=probe)
+    tasks._taken_offline(probe.pk, claimed.slot_at, "w@box")
+
+    def away(*args):
+        raise OperationalError("the database is away")
+
+    monkeypatch.setattr(ledger, "mark_skipped", away)
+    reason = "Skipped: endpoint busy; it could not start within its lateness budget."
+    tasks._settle_quietly(
+        ledger.mark_skipped, probe.pk, claimed.slot_at, SlotReason.CAP_BUSY, reason
+    )
+    monkeypatch.undo()
+    now = datetime.now(UTC)
+    DispatchedSlot.objects.update(deadline=now - timedelta(seconds=1), next_at=now)
+
+    assert sweep_dispatched_slots()["skipped"] == 1
+    row.refresh_from_db()
+    assert (row.state, row.reason_code, row.reason) == ("skipped", "cap_busy", reason)
