@@ -155,11 +155,8 @@ def sweep_dispatched_slots() -> dict:
         marks = {kind: heartbeat.read_heartbeats(kind) for kind in kinds}
         skipped_offline = offline_outcomes.kept_skips()
     except redis.RedisError:
-        beats, marks, skipped_offline = (
-            None,
-            {},
-            {},
-        )  # no heartbeats to judge by: deadlines and leases alone
+        # No heartbeats to judge by: deadlines and leases alone.
+        beats, marks, skipped_offline = None, {}, {}
     known = ledger.Known(
         stopped=marks.get("stopped", {}),
         started=marks.get("started", {}),

@@ -28,3 +28,15 @@ def redis_client(
     return redis.Redis.from_url(
         url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s, decode_responses=decode
     )
+
+
+def values_under(client: redis.Redis, prefix: str) -> dict[str, str]:
+    """Every key under `prefix` (the rest of its name) with its value, read in one MGET;
+    keys that expired between the scan and the read are left out. Raises redis.RedisError."""
+    keys = sorted(client.scan_iter(match=prefix + "*", count=500))
+    values = client.mget(keys) if keys else []
+    return {
+        key.removeprefix(prefix): value
+        for key, value in zip(keys, values, strict=True)
+        if value is not None
+    }

@@ -179,9 +179,9 @@ def _release_quietly(sem: Semaphore, client: redis.Redis, *tokens: str) -> None:
         sem.release(client, *tokens)
 
 
-class CapsAway(Exception):
-    """Redis, which keeps the caps, did not answer until the slot's last moment to start:
-    skipped, nothing sent (a probe never runs past its provider's cap unchecked)."""
+# Redis did not answer until the slot's last moment to start: skipped, nothing sent (a
+# probe never runs past its provider's cap unchecked). Raised as it is from the waits.
+CapsAway = waiting.CapsAway
 
 
 class TooNarrow(Exception):
@@ -283,8 +283,6 @@ def endpoint_turn(
             token = waiting.wait_for_one(
                 client, sem, holder, wait.until, wait.stopping, "endpoint", "turn"
             )
-        except waiting.CapsAway as away:
-            raise CapsAway(str(away)) from None
         except waiting.CapFull as full:
             raise Busy("this endpoint", str(full)) from None
     try:
@@ -330,8 +328,6 @@ def _provider_and_worker(
                 client, per_provider, per_worker, width, holder, wait.until, wait.stopping,
                 provider.slug,
             )  # fmt: skip
-        except waiting.CapsAway as away:
-            raise CapsAway(str(away)) from None
         except waiting.CapFull as full:
             raise Busy(f"provider {provider.slug}", str(full)) from None
         try:

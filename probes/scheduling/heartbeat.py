@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from celery import bootsteps
 
-from probes.platform.redis_client import redis_client
+from probes.platform.redis_client import redis_client, values_under
 
 if TYPE_CHECKING:
     import redis
@@ -60,15 +60,8 @@ def record_beat_tick(client: redis.Redis | None = None) -> None:
 
 def read_heartbeats(kind: str, client: redis.Redis | None = None) -> dict[str, datetime]:
     """Last heartbeat per name of `kind`, as UTC datetimes. Raises redis.RedisError."""
-    client = client or redis_client()
-    prefix = _key(kind, "")
-    keys = sorted(client.scan_iter(match=prefix + "*", count=500))
-    values = client.mget(keys) if keys else []
-    return {
-        key.removeprefix(prefix): datetime.fromtimestamp(float(value), tz=UTC)
-        for key, value in zip(keys, values, strict=True)
-        if value is not None
-    }
+    marks = values_under(client or redis_client(), _key(kind, ""))
+    return {name: datetime.fromtimestamp(float(value), tz=UTC) for name, value in marks.items()}
 
 
 # -- what the sweeper knows of workers that went away -----------------------------------------

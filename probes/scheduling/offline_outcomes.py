@@ -11,7 +11,7 @@ import json
 
 import redis
 
-from probes.platform.redis_client import redis_client
+from probes.platform.redis_client import redis_client, values_under
 
 PREFIX = "inferwatch:slots:skipped-offline:"
 KEEP_S = 2 * 3600
@@ -26,11 +26,5 @@ def keep_skip(name: str, code: str, reason: str) -> None:
 
 def kept_skips(client: redis.Redis | None = None) -> dict[str, tuple[str, str]]:
     """Every kept skip by slot name. Raises redis.RedisError."""
-    client = client or redis_client()
-    keys = sorted(client.scan_iter(match=PREFIX + "*", count=500))
-    values = client.mget(keys) if keys else []
-    return {
-        key.removeprefix(PREFIX): tuple(json.loads(value))
-        for key, value in zip(keys, values, strict=True)
-        if value is not None
-    }
+    kept = values_under(client or redis_client(), PREFIX)
+    return {name: tuple(json.loads(value)) for name, value in kept.items()}

@@ -138,9 +138,9 @@ class CapFull(Exception):
     """The slot could not start in time: the message names the cap and its holders."""
 
 
-class CapsAway(CapFull):
+class CapsAway(Exception):
     """Redis, which keeps the caps, did not answer until the slot's last moment to start:
-    no cap could be checked, so nothing was sent."""
+    no cap could be checked, so nothing was sent (not a full cap: its own skip reason)."""
 
 
 class Stopped(Exception):
