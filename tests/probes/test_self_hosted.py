@@ -19,7 +19,7 @@ from django.urls import reverse
 
 from probes.models import CanonicalModel, Endpoint, Probe, ProbeRun, Provider, Workload
 from probes.onboarding import connection_check
-from probes.simulator import PowerModel, Profile, ServerTraits, start_in_thread
+from probes.simulator import PowerModel, Profile, ServerTraits, start_in_process, start_in_thread
 from probes.slots import run as runner
 from tests.probes.test_add_endpoint import form
 
@@ -161,11 +161,14 @@ def test_measure_finds_the_servers_tokenizer_when_the_stream_has_no_usage():
 
 def test_a_sweep_against_a_batched_server_draws_the_curve_and_finds_the_knee():
     # Each stream alone: 1,000 tok/s; the GPU's batch: 2,000 tok/s shared by all streams.
-    traits = ServerTraits(batch_tps=2000)
-    with start_in_thread(Profile(tps=1000, ttft_ms=20), traits=traits) as sim:
+    # The server runs in its own process (in a thread it would share our GIL with the
+    # client), and 300 tokens after a 5 ms first token keep the step from 2 to 4 at
+    # about +1 % aggregate: a 2-stream step measured 8 % slow on a busy machine still
+    # leaves the knee at 2 (at 150 tokens after 20 ms the margin was 4 %, and CI crossed it).
+    with start_in_process("--tps", "1000", "--ttft-ms", "5", "--batch-tps", "2000") as sim:
         out = _measure(
             "--base-url", sim.base_url, "--model", MODEL, "--workload", "sweep",
-            "--max-tokens", "150",
+            "--max-tokens", "300",
         )  # fmt: skip
     *steps, group = out
     assert [s["concurrency"] for s in steps] == [1, 2, 4, 8, 16]

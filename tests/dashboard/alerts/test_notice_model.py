@@ -204,4 +204,10 @@ def test_the_alert_page_and_list_state_the_slowdown_in_a_browser(live_server, wi
         fits = page.evaluate("document.querySelector('#alert-facts').scrollWidth <= innerWidth")
     ratio = float(re.search(r"×(\d+\.\d+) the baseline", shown).group(1))
     assert listed == shown and ratio == pytest.approx(3, rel=0.10)
-    assert summary_visible and fits and drawn > 40
+    # The chart draws every stored run that counts for TTFT up to the alert: a run
+    # measured while the machine was too busy for our client is stored client-bound and
+    # left out (on a loaded CI machine one of the five replayed normal runs was).
+    counted = ProbeRun.objects.filter(
+        endpoint=event.endpoint, status="ok", client_bound=False
+    ).count()
+    assert summary_visible and fits and drawn == counted >= 20
