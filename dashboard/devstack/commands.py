@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
@@ -17,6 +18,7 @@ from dashboard.devstack.services import (
     EmbeddedPostgres,
     EmbeddedRedis,
     require_free_port,
+    site_answers,
     start_services,
 )
 from dashboard.devstack.supervisor import CrashLoop, Supervisor
@@ -131,8 +133,10 @@ def child_commands(settings, port: int) -> list[tuple[str, list[str]]]:
         )  # fmt: skip
     commands += [
         (
+            # --preload: Django is imported once, before the workers fork, not once per
+            # worker while the Celery processes import it too on the same cores.
             "web",
-            [py, "-m", "gunicorn", "dashboard.wsgi:application",
+            [py, "-m", "gunicorn", "dashboard.wsgi:application", "--preload",
              "--bind", f"127.0.0.1:{port}", "--workers", "2", "--threads", "4",
              "--graceful-timeout", "5", "--access-logfile", "-", "--log-level", "warning"],
         ),
@@ -147,6 +151,25 @@ def child_commands(settings, port: int) -> list[tuple[str, list[str]]]:
     return commands
 
 
+# How long `make run` gives the site to answer before starting the rest anyway (a first
+# start on a slow machine takes ~10 s; the log then says the site is not answering yet).
+SITE_WAIT_S = 120.0
+
+
+def wait_for_site(supervisor: Supervisor, port: int, timeout_s: float = SITE_WAIT_S) -> bool:
+    """Until / answers 200, the web server exits (the supervisor then restarts it) or we
+    are asked to stop: whether the site answered."""
+    web = next(child for child in supervisor.children if child.name == "web")
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and not supervisor.stopping.is_set():
+        if web.proc is None or web.proc.poll() is not None:
+            return False
+        if site_answers(port):
+            return True
+        supervisor.stopping.wait(0.2)
+    return False
+
+
 def worker_queues(region: str) -> list[str]:
     """Every queue a worker of `region` consumes: its probes and the maintenance tasks."""
     from probes.scheduling.dispatch import queue_for
@@ -155,6 +178,7 @@ def worker_queues(region: str) -> list[str]:
 
 
 def run_app() -> int:
+    began = time.monotonic()
     env = dict(os.environ)
     env.setdefault("INFERWATCH_ENV", "development")
     env["PYTHONUNBUFFERED"] = "1"
@@ -196,13 +220,24 @@ def run_app() -> int:
         prepare_database_and_files(lambda line: say("devstack", line))
         if supervisor.stopping.is_set():
             return 130
+        answered = False
         for name, argv in child_commands(settings, port):
+            if supervisor.stopping.is_set():
+                break  # Ctrl-C while the site was starting: start nothing more
             # The worker may finish its in-flight probes before it is killed (stop()).
             grace = WORKER_STOP_GRACE_S if name == "worker" else STOP_GRACE_S
             supervisor.start(name, argv, stop_grace_s=grace)
-        say(
-            "devstack", f"Inferwatch is at http://127.0.0.1:{port}/ (admin: /admin/) — Ctrl-C stops"
-        )
+            if name == "web":
+                # The site has the cores to itself until it answers, so the line below is
+                # true when printed; what measures starts seconds later.
+                answered = wait_for_site(supervisor, port)
+        if answered:
+            state = f"answering after {time.monotonic() - began:.1f} s"
+        else:
+            state = "not answering yet: see web's lines above"
+        if not supervisor.stopping.is_set():
+            url = f"http://127.0.0.1:{port}/"
+            say("devstack", f"Inferwatch is at {url} (admin: /admin/; {state}) — Ctrl-C stops")
         try:
             supervisor.wait()
         except CrashLoop as exc:

@@ -4,6 +4,7 @@ machine's servers (tests) or embedded ones started here (`make run`)."""
 from __future__ import annotations
 
 import hashlib
+import http.client
 import json
 import logging
 import os
@@ -28,6 +29,18 @@ def port_answers(host: str, port: int, timeout: float = 0.5) -> bool:
             return True
     except OSError:
         return False
+
+
+def site_answers(port: int, timeout: float = 5.0) -> bool:
+    """Whether our web server on 127.0.0.1:`port` serves the home page (200) now."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        connection.request("GET", "/")
+        return connection.getresponse().status == 200
+    except OSError:
+        return False
+    finally:
+        connection.close()
 
 
 def require_free_port(host: str, port: int, what: str, variable: str) -> None:

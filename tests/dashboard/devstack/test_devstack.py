@@ -3,6 +3,7 @@ Ctrl-C that leaves nothing behind."""
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -184,9 +185,14 @@ def test_make_run_serves_the_site_and_ctrl_c_leaves_no_process_behind(tmp_path):
     )
     try:
         wait_for(f"http://127.0.0.1:{port}/status?format=json", supervisor, timeout=180)
+        # The site answers first; the worker and beat start right after it does.
+        deadline = time.monotonic() + 30
+        while len(json.loads((tmp_path / "devstack.json").read_text())["groups"]) < 4:
+            assert time.monotonic() < deadline, "the worker and beat never started"
+            time.sleep(0.2)
         state = json.loads((tmp_path / "devstack.json").read_text())
         children = [psutil.Process(pid) for pid in state["groups"]]
-        assert len(children) >= 3  # web, worker, beat (+ simulator)
+        assert len(children) == 4  # simulator, web, worker, beat
         home = urllib.request.urlopen(f"http://127.0.0.1:{port}/admin/login/", timeout=5)
         assert home.status == 200
     finally:
@@ -194,6 +200,9 @@ def test_make_run_serves_the_site_and_ctrl_c_leaves_no_process_behind(tmp_path):
         output, _ = supervisor.communicate(timeout=60)
     assert supervisor.returncode == 0, output
     assert "stopped" in output.splitlines()[-1]
+    # The ready line comes once the site answers, and says after how long.
+    (ready,) = [line for line in output.splitlines() if "Inferwatch is at" in line]
+    assert re.search(r"answering after \d+\.\d s", ready), ready
     assert "correct horse" not in output
     for child in children:
         assert not child.is_running() or child.status() == psutil.STATUS_ZOMBIE

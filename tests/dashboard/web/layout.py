@@ -44,8 +44,8 @@ CHART_LABELS = """() => {
   return problems;
 }"""
 
-# No cell's content wider than its cell; at a laptop's width (`fit`) no table scrolls
-# sideways or sticks out of the page; at any width the page itself never scrolls sideways.
+# No cell's content wider than its cell; no table scrolls sideways (at a laptop's width,
+# `fit`, no header wraps to three lines either); the page itself never scrolls sideways.
 TABLES = r"""(fit) => {
   const problems = [];
   const label = el => (el.closest("table").id || el.closest("table").className || "table");
@@ -67,16 +67,17 @@ TABLES = r"""(fit) => {
           + "' wraps to " + Math.round(lines) + " lines");
       }
     });
-    document.querySelectorAll("main .table-scroll").forEach(box => {
-      if (box.scrollWidth > box.clientWidth + 1) {
-        const t = box.querySelector("table");
-        problems.push((t && (t.id || t.className)) + ": clipped by "
-          + (box.scrollWidth - box.clientWidth) + " px, scrolls sideways at " + window.innerWidth
-          + " px; columns "
-          + [...t.querySelectorAll("thead th")].map(th => th.offsetWidth).join(" "));
-      }
-    });
   }
+  // No table scrolls sideways, on a laptop or a phone (where a wide one reflows as cards).
+  document.querySelectorAll("main .table-scroll").forEach(box => {
+    if (box.scrollWidth > box.clientWidth + 1) {
+      const t = box.querySelector("table");
+      problems.push((t && (t.id || t.className)) + ": clipped by "
+        + (box.scrollWidth - box.clientWidth) + " px, scrolls sideways at " + window.innerWidth
+        + " px; columns "
+        + [...t.querySelectorAll("thead th")].map(th => th.offsetWidth).join(" "));
+    }
+  });
   if (document.documentElement.scrollWidth > window.innerWidth + 1) {
     // Name the outermost element that sticks out: that is the one to fix.
     const wide = [...document.querySelectorAll("body *")].find(

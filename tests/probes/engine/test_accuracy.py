@@ -174,7 +174,7 @@ def test_calibration_reports_this_machines_ceiling(sim_process: SimulatorProcess
     assert report["accurate_events_per_s"] == pytest.approx(
         report["flood_events_per_s"] * 0.45, rel=1e-3
     )
-    assert report["verified_tps_error_pct"] is not None
+    assert report["verified_tps_error_pct"] is not None, report
     # Measured again while either side went without a core; the run kept must be
     # clean, and then as accurate as the methodology promises.
     assert report["verified_clean"] is True, report
