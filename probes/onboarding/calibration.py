@@ -72,6 +72,22 @@ def _clean(result: Any, true_tps: float | None, asked_tps: float) -> bool:
     return 0 <= late_ms <= TTFT_BOUND_MS and abs(true_tps / asked_tps - 1) * 100 <= SPEED_BOUND_PCT
 
 
+def _limits(events: int, duration_s: float) -> Limits:
+    """Room for the calibration's own streams. They come from our simulator, not a
+    provider, and a flood of several seconds is more events than a provider's run may
+    send (a 6 s one is 120,000, past the 100,000 of max_output_events): without this
+    the worker's calibration failed on every machine, and a paced run of a fast one."""
+    base = Limits()
+    return dataclasses.replace(
+        base,
+        total_s=max(60.0, duration_s * 4),
+        max_output_events=max(base.max_output_events, events + 16),
+        max_events=max(base.max_events, events * 2),
+        max_lines=max(base.max_lines, events * 4),
+        max_response_bytes=max(base.max_response_bytes, events * 512),
+    )
+
+
 def calibrate(duration_s: float = 6.0, base_url: str | None = None) -> Calibration:
     """Measure this process's ceiling against a local simulator (about ``duration_s``)."""
     from probes.engine import measure_sync  # the client loads when a calibration runs
@@ -81,8 +97,8 @@ def calibrate(duration_s: float = 6.0, base_url: str | None = None) -> Calibrati
         sim = start_in_process()
         base_url = sim.base_url
     try:
-        limits = Limits(total_s=max(60.0, duration_s * 4))
         flood_events = int(max(20_000, 40_000 * duration_s / 2))
+        limits = _limits(flood_events, duration_s)
         cpu0 = time.process_time()
         flood = measure_sync(
             ProbeRequest(
@@ -104,7 +120,8 @@ def calibrate(duration_s: float = 6.0, base_url: str | None = None) -> Calibrati
             raise RuntimeError(f"calibration flood run failed: {flood.status} {flood.error}")
         flood_rate = (len(out) - 1) / ((out[-1] - out[0]) / 1e6)
         safe = flood_rate * SAFE_FRACTION
-        paced_tokens = int(max(1000, safe * duration_s / 2))
+        # Half the duration at the safe rate, never more events than the flood sent.
+        paced_tokens = int(min(max(1000, safe * duration_s / 2), flood_events))
         paced_request = ProbeRequest(
             api="openai-chat",
             base_url=base_url,

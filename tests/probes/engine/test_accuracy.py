@@ -168,9 +168,12 @@ def test_timeline_is_compact_and_consistent(sim_process: SimulatorProcess) -> No
 
 
 def test_calibration_reports_this_machines_ceiling(sim_process: SimulatorProcess) -> None:
-    report = calibrate(duration_s=1.0, base_url=sim_process.base_url).to_dict()
+    # The duration the workers' scheduled calibration uses (its flood of 120,000 events
+    # once failed on the provider limit of 100,000 output events; so did a fast
+    # machine's paced run at 1 s).
+    report = calibrate(base_url=sim_process.base_url).to_dict()
     json.dumps(report)  # JSON-able, for storage next to the results it qualifies
-    assert report["flood_events_per_s"] > 10_000
+    assert report["flood_events_per_s"] > 10_000, report
     assert report["accurate_events_per_s"] == pytest.approx(
         report["flood_events_per_s"] * 0.45, rel=1e-3
     )
