@@ -67,12 +67,17 @@ def _started_or_gone(sender=None, task_id=None, request=None, **kwargs) -> None:
         _held.pop(task_id, None)
 
 
-def take_dropped() -> dict[str, tuple[int, datetime]]:
-    """The slots held and not started, forgotten here: the connection that held them broke."""
+def held_now() -> dict[str, tuple[int, datetime]]:
+    """The slots held and not started: the connection that held them broke."""
     with _lock:
-        dropped = dict(_held)
-        _held.clear()
-    return dropped
+        return dict(_held)
+
+
+def forget(task_ids) -> None:
+    """Settled: forgotten here (kept until then, so a reconnect that fails tries again)."""
+    with _lock:
+        for task_id in task_ids:
+            _held.pop(task_id, None)
 
 
 def _task_id(raw: str | bytes) -> str | None:
@@ -106,16 +111,17 @@ def reconnected(worker: str) -> int:
     dropped slots' deadlines forward. Returns how many slots were brought forward."""
     from probes.scheduling import ledger  # the ORM: a worker's, once Django is set up
 
-    dropped = take_dropped()
+    dropped = held_now()
     try:
         heartbeat.record_mark("broker-away", worker)
         client = redis_client(settings.CELERY_BROKER_URL)
         gone = gone_for_good(client, set(dropped))
         client.close()
-    except Exception as exc:  # noqa: BLE001 - Redis blinked again: the slots' deadlines stand
+        moved = ledger.settle_soon([dropped[task_id] for task_id in gone], datetime.now(UTC))
+    except Exception as exc:  # noqa: BLE001 - Redis blinked again: kept for the next reconnect
         log.warning("could not settle the slots dropped with the broker: %s", exc)
         return 0
-    moved = ledger.settle_soon([dropped[task_id] for task_id in gone], datetime.now(UTC))
+    forget(dropped)
     if dropped:
         log.warning(
             "Broker connection restored: %d slot(s) held and not started were dropped with "
@@ -126,7 +132,12 @@ def reconnected(worker: str) -> int:
 
 
 class BrokerReconnect(bootsteps.StartStopStep):
-    """A consumer step: started on the first connection and again on every reconnection."""
+    """A consumer step: started on the first connection and again on every reconnection.
+
+    It requires the Connection step, so it starts once the consumer is connected again:
+    unordered, it could start first, while Redis was still away (it did, now and then)."""
+
+    requires = ("celery.worker.consumer.connection:Connection",)
 
     def __init__(self, consumer, **kwargs) -> None:
         super().__init__(consumer, **kwargs)

@@ -238,7 +238,7 @@ def test_the_methodology_page_lists_each_workloads_own_columns(client, measured)
     assert 'id="headline-columns"' in html and 'id="valid_share"' in html
     rows = dict(re.findall(r'<tr id="workload-([\w-]+)">(.*?)</tr>', html, re.S))
     own = {
-        slug: re.search(r'class="headline-columns">(.*?)</td>', row).group(1)
+        slug: re.search(r'class="headline-columns"[^>]*>(.*?)</td>', row).group(1)
         for slug, row in rows.items()
     }
     assert "First sentence" in own["voice-turn"]
