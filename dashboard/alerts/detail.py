@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from dashboard.alerts.models import AlertEvent
 from dashboard.alerts.samples import ERROR_STATUSES, usable_runs
+from dashboard.charts import _date_axis
 from dashboard.models import ROLLUP_METRICS
 from dashboard.queries import resolution
 from probes.models import ProbeRun
@@ -129,6 +130,14 @@ def _rolled_points(event: AlertEvent, start, end) -> tuple[list, list, list]:
     return [p.t.isoformat() for p in points], [p.p50 for p in points], [p.samples for p in points]
 
 
+_DAY_MS = 86_400_000
+# Hour ticks read the time, day ticks the date (the page says the alert's dates in words).
+_ONE_LINE = [
+    {"dtickrange": [None, _DAY_MS], "value": "%H:%M"},
+    {"dtickrange": [_DAY_MS, None], "value": "%b %d"},
+]
+
+
 def _padded(start, end) -> list[str]:
     pad = max((end - start) * 0.02, timedelta(minutes=1))
     return [(start - pad).isoformat(), (end + pad).isoformat()]
@@ -244,8 +253,13 @@ def event_chart(event: AlertEvent) -> dict:
             "margin": {"l": 64, "r": 10, "t": 10, "b": 40},
             # Standoffs keep the y axis's 0 off the x axis's first date in the corner. The
             # axis spans the baseline and recent windows (from the first run), a little
-            # margin each side so edge points are not cut in half.
-            "xaxis": {"ticklabelstandoff": 8, "type": "date", "range": _padded(start, end)},
+            # margin each side so edge points are not cut in half. It ends now, so where
+            # its ticks fall moves with the clock: labels are one line (plotly's two-line
+            # "00:00 / Nov 30, 2026" overlapped the next tick at a phone's width) and one
+            # past the plot's edge is hidden, as on the history charts.
+            "xaxis": _date_axis(
+                ticklabelstandoff=8, range=_padded(start, end), tickformatstops=_ONE_LINE
+            ),
             "yaxis": {**yaxis, "ticklabelstandoff": 6},
             "showlegend": False,
         },
